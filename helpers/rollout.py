@@ -1,14 +1,45 @@
-"""The multi-turn rollout state machine (owner: rollout issue #4).
+"""The multi-turn rollout state machine: sample -> parse -> search -> append observation -> repeat.
 
-Types first so train/eval/widgets can build on them while the state machine is written.
+One question gives one *group*: its first turn is a single request with
+``num_samples=group_size`` (a shared root), every sequence becomes its own branch, and later turns
+sample each live branch with ``num_samples=1``. All sampling requests of one turn run
+concurrently, all searches of one turn run in a thread pool. Rewards and group advantages are
+computed only when every trajectory of the batch has finished.
+
+Token continuity: every ``AssistantTurn`` keeps the sampler's own tokens and logprobs, and the
+next prompt is ``previous prompt + sampled tokens + (end-of-turn tokens the sampler did not emit)
++ observation tokens``, where only the last two come from the chat template. A template that
+rewrites earlier turns raises instead of silently shifting token boundaries.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import dataclasses
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from helpers.data import SearchExample
+from helpers.protocol import (
+    build_messages,
+    build_prompt,
+    parse_assistant,
+    render_tokens,
+    stop_sequences,
+    stop_token_ids,
+    template_family,
+    tool_message,
+)
+from helpers.reward import score_answer
+from helpers.search.types import SearchResult
+
+# --------------------------------------------------------------------------- types
 
 
 @dataclass
@@ -23,6 +54,9 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int = 0
+    # Budget stated in the system prompt (budget-forced evaluation); None states no limit.
+    # The enforced limit is always max_search_calls.
+    search_budget: int | None = None
 
 
 @dataclass
@@ -31,6 +65,32 @@ class AssistantTurn:
     completion_tokens: list[int]
     logprobs: list[float]
     text: str
+    # What the parser made of the turn, and why the sampler stopped ("stop" / "length").
+    kind: str = ""
+    query: str | None = None
+    stop_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class SearchRecord:
+    """One search call as the environment saw it (for stats and widgets)."""
+
+    turn_index: int
+    call_id: str
+    query: str
+    ok: bool
+    error: str | None
+    latency: float
+    items_returned: int
+    items_kept: int = 0
+    observation_tokens: int = 0  # template tokens of the tool turn the model reads next
+    content: str = ""
+    fitted: bool = False  # False: not even one item fitted, the trajectory ended on its call
+
+    @property
+    def cut(self) -> bool:
+        return self.items_kept < self.items_returned
 
 
 @dataclass
@@ -48,3 +108,703 @@ class Trajectory:
     valid_format: bool = False
     exact_match: bool = False
     done: bool = False
+    # Added for stats and widgets.
+    answer: str | None = None
+    end_reason: str = ""  # answer / invalid / search_budget / turn_budget / observation_budget / context_budget
+    searches: list[SearchRecord] = field(default_factory=list)
+    failed_searches: int = 0
+    truncated_observations: int = 0  # observations that kept fewer items than the search returned
+
+    @property
+    def sampled_tokens(self) -> int:
+        return sum(len(t.completion_tokens) for t in self.turns)
+
+    @property
+    def observation_tokens(self) -> int:
+        return sum(s.observation_tokens for s in self.searches if s.fitted)
+
+
+@dataclass
+class SampleRequest:
+    trajectory_index: int  # index into the roots (first turn) or the branches (later turns)
+    prompt_tokens: list[int]
+    num_samples: int
+    seed: int
+    max_tokens: int
+
+
+@dataclass
+class PendingSearch:
+    trajectory: Trajectory
+    messages_before_assistant: list[dict[str, Any]]
+    assistant_text: str
+    prompt_tokens: list[int]
+    completion_tokens: list[int]
+    call_id: str
+    query: str
+
+
+@dataclass
+class FittedObservation:
+    content: str
+    next_prompt_tokens: list[int]
+    items_kept: int
+    observation_tokens: int
+
+    def __iter__(self):  # unpacks like the seed's (content, next_prompt_tokens)
+        return iter((self.content, self.next_prompt_tokens))
+
+
+@dataclass
+class RolloutStats:
+    questions: int = 0
+    trajectories: int = 0
+    turns: int = 0
+    sample_requests: int = 0
+    sampled_tokens: int = 0
+    search_calls: int = 0
+    failed_searches: int = 0
+    truncated_observations: int = 0
+    degenerate_groups: int = 0
+    sampling_seconds: float = 0.0
+    search_seconds: float = 0.0
+    total_seconds: float = 0.0
+    mean_reward: float = 0.0
+    exact_match_rate: float = 0.0
+    valid_format_rate: float = 0.0
+    end_reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def degenerate_fraction(self) -> float:
+        return self.degenerate_groups / self.questions if self.questions else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["degenerate_fraction"] = self.degenerate_fraction
+        return data
+
+
+class RolloutBatch(list):
+    """The list of trajectories ``rollout_batch`` returns, with the run's ``stats`` attached."""
+
+    stats: RolloutStats
+
+
+last_stats: RolloutStats | None = None  # the stats of the most recent rollout_batch call
+
+
+# --------------------------------------------------------------------------- token continuity
+
+
+def _suffix_prefix_overlap(tokens: Sequence[int], closing: Sequence[int]) -> int:
+    """Longest k with tokens[-k:] == closing[:k]: what the sampler already emitted of the closing."""
+    for k in range(min(len(tokens), len(closing)), 0, -1):
+        if list(tokens[-k:]) == list(closing[:k]):
+            return k
+    return 0
+
+
+class TemplateRewroteHistory(ValueError):
+    """The chat template renders an earlier turn differently once later turns are appended."""
+
+
+def assistant_closing_tokens(tokenizer: Any, messages_before_assistant: list[dict[str, Any]]) -> list[int]:
+    """The tokens the template writes to close an assistant turn (e.g. ``<|im_end|>`` ``\\n``)."""
+    prompt = build_prompt(tokenizer, messages_before_assistant)
+    closed = render_tokens(tokenizer, [*messages_before_assistant, {"role": "assistant", "content": ""}], False)
+    if closed[: len(prompt)] != prompt:
+        raise TemplateRewroteHistory(
+            "cannot find where an assistant turn ends in this chat template: rendering an empty "
+            "assistant message does not extend the generation prompt. Use a template whose "
+            "generation prompt is the start of the assistant turn."
+        )
+    return closed[len(prompt) :]
+
+
+def build_next_prompt(
+    tokenizer: Any,
+    messages_before_assistant: list[dict[str, Any]],
+    assistant_text: str,
+    previous_prompt_tokens: list[int],
+    completion_tokens: list[int],
+    next_tool_message: dict[str, Any] | Sequence[dict[str, Any]],
+) -> list[int]:
+    """previous prompt + the sampler's tokens + missing end-of-turn tokens + new observation tokens.
+
+    ``next_tool_message`` may be several tool messages: they are rendered together, because a
+    template may group consecutive tool messages in one turn (Qwen2.5 does), so the tokens of
+    two messages are not the tokens of each message rendered on its own.
+    """
+    new_messages = [next_tool_message] if isinstance(next_tool_message, dict) else list(next_tool_message)
+    if not new_messages:
+        raise ValueError("build_next_prompt needs at least one tool message to append")
+    closing = assistant_closing_tokens(tokenizer, messages_before_assistant)
+    with_assistant = [*messages_before_assistant, {"role": "assistant", "content": assistant_text}]
+    assistant_end = render_tokens(tokenizer, with_assistant, add_generation_prompt=False)
+    next_canonical = build_prompt(tokenizer, [*with_assistant, *new_messages])
+    if next_canonical[: len(assistant_end)] != assistant_end:
+        first = next(
+            (i for i, (a, b) in enumerate(zip(assistant_end, next_canonical)) if a != b),
+            min(len(assistant_end), len(next_canonical)),
+        )
+        raise TemplateRewroteHistory(
+            "the chat template rewrote the conversation history when the tool observation was "
+            f"appended (first differing token at position {first}: "
+            f"{tokenizer.decode(assistant_end[first:first + 8])!r} became "
+            f"{tokenizer.decode(next_canonical[first:first + 8])!r}). Typical cause: the template "
+            "strips <think> blocks or normalises earlier assistant turns. Fix: use a template that "
+            "renders past turns verbatim, or keep such text out of assistant turns."
+        )
+    observation = next_canonical[len(assistant_end) :]
+    overlap = _suffix_prefix_overlap(completion_tokens, closing)
+    return [*previous_prompt_tokens, *completion_tokens, *closing[overlap:], *observation]
+
+
+def check_continuity(trajectory: Trajectory) -> None:
+    """Every turn's prompt extends the previous prompt plus the previous turn's sampled tokens."""
+    if not trajectory.turns:
+        return
+    full = list(trajectory.turns[0].prompt_tokens)
+    for index, turn in enumerate(trajectory.turns):
+        if turn.prompt_tokens[: len(full)] != full:
+            raise TemplateRewroteHistory(
+                f"the prompt of turn {index} is not a continuation of the trajectory so far "
+                f"(question {trajectory.question_index}, branch {trajectory.group_index})"
+            )
+        full = [*turn.prompt_tokens, *turn.completion_tokens]
+
+
+# --------------------------------------------------------------------------- one turn
+
+
+def read_sequence(sequence: Any, tokenizer: Any) -> tuple[list[int], list[float], str]:
+    """The sampler's tokens and logprobs as they are, and the turn's text without its stop token."""
+    tokens = [int(t) for t in sequence.tokens]
+    logprobs = [float(x) for x in (sequence.logprobs or [])]
+    if len(logprobs) != len(tokens):
+        raise ValueError(
+            f"the sampler returned {len(tokens)} tokens but {len(logprobs)} logprobs; the rollout "
+            "needs one old logprob per sampled token (sample with logprobs on)"
+        )
+    stops = set(stop_token_ids(tokenizer))
+    end = len(tokens)
+    while end and tokens[end - 1] in stops:
+        end -= 1
+    text = tokenizer.decode(tokens[:end], skip_special_tokens=False)
+    return tokens, logprobs, text
+
+
+def _finish(trajectory: Trajectory, text: str, reason: str) -> None:
+    trajectory.final_text = text
+    trajectory.done = True
+    trajectory.end_reason = reason
+
+
+def consume_assistant(
+    trajectory: Trajectory,
+    prompt_tokens: list[int],
+    sequence: Any,
+    tokenizer: Any,
+    config: RolloutConfig,
+) -> PendingSearch | None:
+    """Record one sampled turn; return the search it asks for, or None when the branch ends."""
+    tokens, logprobs, text = read_sequence(sequence, tokenizer)
+    parsed = parse_assistant(text)
+    trajectory.turns.append(
+        AssistantTurn(
+            list(prompt_tokens), tokens, logprobs, text,
+            kind=parsed.kind, query=parsed.query,
+            stop_reason=getattr(sequence, "stop_reason", None), error=parsed.error,
+        )
+    )
+    messages_before_assistant = list(trajectory.messages)
+    trajectory.messages.append({"role": "assistant", "content": text})
+    if parsed.kind != "tool":
+        _finish(trajectory, text, parsed.kind)
+        return None
+    if trajectory.search_calls >= config.max_search_calls:
+        _finish(trajectory, text, "search_budget")
+        return None
+    if len(trajectory.turns) >= config.max_assistant_turns:
+        _finish(trajectory, text, "turn_budget")
+        return None
+    call_id = f"search-{trajectory.question_index}-{trajectory.group_index}-{trajectory.search_calls + 1}"
+    return PendingSearch(
+        trajectory=trajectory,
+        messages_before_assistant=messages_before_assistant,
+        assistant_text=text,
+        prompt_tokens=list(prompt_tokens),
+        completion_tokens=tokens,
+        call_id=call_id,
+        query=parsed.query or "",
+    )
+
+
+def _format_observation(result: SearchResult, max_items: int | None) -> str:
+    from helpers.search.format import format_results
+
+    return format_results(result, max_items=max_items)
+
+
+def fit_tool_content(
+    tokenizer: Any,
+    messages_before_assistant: list[dict[str, Any]],
+    assistant_text: str,
+    prompt_tokens: list[int],
+    completion_tokens: list[int],
+    call_id: str,
+    result: SearchResult,
+    config: RolloutConfig,
+) -> FittedObservation | None:
+    """The largest observation (whole items, in rank order) within both token budgets.
+
+    The per-call budget counts the tokens the tool turn adds (``max_tool_response_tokens``); the
+    trajectory budget counts the whole next prompt, leaving room for at least one sampled token.
+    An error or empty result is one indivisible message. None: not even the first item fits.
+    """
+    base = len(prompt_tokens) + len(completion_tokens)
+    counts = range(1, len(result.items) + 1) if (result.ok and result.items) else [None]
+    best: FittedObservation | None = None
+    for count in counts:
+        content = _format_observation(result, count)
+        tokens = build_next_prompt(
+            tokenizer, messages_before_assistant, assistant_text,
+            prompt_tokens, completion_tokens, tool_message(call_id, content),
+        )
+        observation_tokens = len(tokens) - base
+        if observation_tokens > config.max_tool_response_tokens or len(tokens) >= config.max_trajectory_tokens:
+            break
+        best = FittedObservation(content, tokens, count or 0, observation_tokens)
+    return best
+
+
+def _safe_search(search_client: Any, query: str) -> SearchResult:
+    started = time.perf_counter()
+    try:
+        result = search_client.search(query)
+        if not isinstance(result, SearchResult):
+            raise TypeError(f"search returned {type(result).__name__}, not SearchResult")
+        return result
+    except Exception as exc:  # the environment failing is an observation, not a crash
+        # Only the type: exception messages of HTTP clients can carry URLs with keys.
+        return SearchResult(ok=False, items=[], latency=time.perf_counter() - started,
+                            error=f"search backend error ({type(exc).__name__})")
+
+
+def finish_search(pending: PendingSearch, result: SearchResult, tokenizer: Any, config: RolloutConfig) -> bool:
+    """Append the observation to its branch; True when the branch ended (nothing fitted)."""
+    trajectory = pending.trajectory
+    record = SearchRecord(
+        turn_index=len(trajectory.turns) - 1, call_id=pending.call_id, query=pending.query,
+        ok=result.ok, error=result.error, latency=result.latency,
+        items_returned=len(result.items) if result.ok else 0,
+    )
+    trajectory.searches.append(record)
+    if not result.ok:
+        trajectory.failed_searches += 1
+    fitted = fit_tool_content(
+        tokenizer, pending.messages_before_assistant, pending.assistant_text, pending.prompt_tokens,
+        pending.completion_tokens, pending.call_id, result, config,
+    )
+    if fitted is None:
+        record.items_kept = 0
+        _finish(trajectory, pending.assistant_text, "observation_budget")
+        return True
+    record.fitted = True
+    record.items_kept = fitted.items_kept
+    record.observation_tokens = fitted.observation_tokens
+    record.content = fitted.content
+    if record.cut:
+        trajectory.truncated_observations += 1
+    trajectory.messages.append(tool_message(pending.call_id, fitted.content))
+    trajectory.next_prompt_tokens = fitted.next_prompt_tokens
+    trajectory.search_calls += 1
+    return False
+
+
+def resolve_searches(
+    pending_searches: list[PendingSearch], search_client: Any, tokenizer: Any, config: RolloutConfig
+) -> int:
+    """Run all searches of a turn in a pool, match results back in order; return branches ended."""
+    if not pending_searches:
+        return 0
+    workers = max(1, min(config.search_concurrency, len(pending_searches)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda p: _safe_search(search_client, p.query), pending_searches))
+    return sum(
+        finish_search(pending, result, tokenizer, config)
+        for pending, result in zip(pending_searches, results, strict=True)
+    )
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def make_request(
+    tokenizer: Any, trajectory: Trajectory, index: int, num_samples: int, seed: int, config: RolloutConfig
+) -> SampleRequest | None:
+    """The next sampling request of a branch, or None (and the branch ends) when no room is left."""
+    prompt = trajectory.next_prompt_tokens
+    if prompt is None:
+        prompt = build_prompt(tokenizer, trajectory.messages)
+        trajectory.next_prompt_tokens = prompt
+    room = config.max_trajectory_tokens - len(prompt)
+    max_tokens = min(config.max_assistant_tokens, room)
+    if max_tokens <= 0:
+        last = trajectory.turns[-1].text if trajectory.turns else ""
+        _finish(trajectory, last, "context_budget")
+        return None
+    return SampleRequest(index, list(prompt), num_samples, seed, max_tokens)
+
+
+def _sampling_params(request: SampleRequest, config: RolloutConfig, stops: list[str]):
+    import pytrio as trio
+
+    return trio.SamplingParams(
+        max_tokens=request.max_tokens, seed=request.seed, stop=stops,
+        temperature=config.temperature, top_p=config.top_p,
+    )
+
+
+async def sample_requests_async(
+    sampling_client: Any, requests: list[SampleRequest], config: RolloutConfig, tokenizer: Any, on_done=None
+) -> list[Any]:
+    """All requests of a turn at once; results in request order."""
+    import pytrio as trio
+
+    stops = stop_sequences(tokenizer)
+
+    async def one(request: SampleRequest):
+        params = _sampling_params(request, config, stops)
+        prompt = trio.ModelInput.from_ints(request.prompt_tokens)
+        if hasattr(sampling_client, "sample_async"):
+            response = await sampling_client.sample_async(
+                prompt=prompt, num_samples=request.num_samples, sampling_params=params, return_text=True
+            )
+        else:  # a synchronous client: keep the loop free while it works
+            response = await asyncio.to_thread(
+                sampling_client.sample, prompt=prompt, num_samples=request.num_samples, sampling_params=params
+            )
+            if hasattr(response, "result"):
+                response = await asyncio.to_thread(response.result)
+        if on_done is not None:
+            on_done()
+        return response
+
+    return list(await asyncio.gather(*(one(r) for r in requests)))
+
+
+class _LoopThread:
+    """A private event loop on a helper thread, so the rollout also runs inside Jupyter's loop."""
+
+    def __enter__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rollout-loop", daemon=True)
+        self.thread.start()
+        return self
+
+    def run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def __exit__(self, *exc):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def assign_group_advantages(trajectories: list[Trajectory]) -> int:
+    """advantage = reward - mean reward of its question's group; returns the degenerate groups.
+
+    A group whose rewards are all equal gets advantages of exactly 0 (no float residue).
+    """
+    groups: dict[int, list[Trajectory]] = {}
+    for trajectory in trajectories:
+        groups.setdefault(trajectory.question_index, []).append(trajectory)
+    degenerate = 0
+    for group in groups.values():
+        rewards = [item.reward for item in group]
+        if max(rewards) - min(rewards) <= 1e-12:
+            degenerate += 1
+            for item in group:
+                item.advantage = 0.0
+            continue
+        mean_reward = sum(rewards) / len(group)
+        for item in group:
+            item.advantage = item.reward - mean_reward
+    return degenerate
+
+
+def score_trajectory(trajectory: Trajectory) -> None:
+    result = score_answer(trajectory.final_text, trajectory.example.answers)
+    if trajectory.end_reason != "answer":  # ended on a call, an invalid turn or a budget
+        result = dataclasses.replace(result, reward=-0.1, valid_format=False, exact_match=False)
+    trajectory.reward = result.reward
+    trajectory.valid_format = result.valid_format
+    trajectory.exact_match = result.exact_match
+    trajectory.answer = result.answer
+
+
+# --------------------------------------------------------------------------- the batch
+
+
+def _progress(total: int, desc: str, enabled: bool, leave: bool = False):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=leave, disable=not enabled)
+
+
+def rollout_batch(
+    sampling_client: Any,
+    tokenizer: Any,
+    search_client: Any,
+    examples: Sequence[SearchExample],
+    config: RolloutConfig | None = None,
+    progress: bool = True,
+) -> RolloutBatch:
+    """Complete, scored trajectories for every example: ``len(examples) * group_size`` of them.
+
+    Ordered by question, then branch. ``.stats`` (and ``helpers.rollout.last_stats``) hold the
+    run's counters and timings.
+    """
+    global last_stats
+    config = config or RolloutConfig()
+    if config.group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {config.group_size}")
+    started = time.perf_counter()
+    stats = RolloutStats(questions=len(examples))
+    family = template_family(tokenizer)
+    roots = [
+        Trajectory(example=ex, group_index=0, question_index=qi,
+                   messages=build_messages(ex.question, config.search_budget, family))
+        for qi, ex in enumerate(examples)
+    ]
+    trajectories: list[Trajectory] = []
+    overall = _progress(len(roots) * config.group_size, "rollout (finished trajectories)", progress, leave=True)
+
+    def run_turn(runner: _LoopThread, requests: list[SampleRequest], turn: int) -> list[Any]:
+        bar = _progress(len(requests), f"turn {turn + 1}: sampling", progress)
+        t0 = time.perf_counter()
+        responses = runner.run(
+            sample_requests_async(sampling_client, requests, config, tokenizer, on_done=lambda: bar.update(1))
+        )
+        stats.sampling_seconds += time.perf_counter() - t0
+        stats.sample_requests += len(requests)
+        stats.turns += 1
+        bar.close()
+        return responses
+
+    def run_searches(pending: list[PendingSearch], turn: int) -> None:
+        if not pending:
+            return
+        bar = _progress(len(pending), f"turn {turn + 1}: searching", progress)
+        t0 = time.perf_counter()
+        resolve_searches(pending, search_client, tokenizer, config)
+        stats.search_seconds += time.perf_counter() - t0
+        bar.update(len(pending))
+        bar.close()
+
+    with _LoopThread() as runner:
+        requests = [
+            r for qi, root in enumerate(roots)
+            if (r := make_request(tokenizer, root, qi, config.group_size, config.seed + qi, config))
+        ]
+        responses = run_turn(runner, requests, 0) if requests else []
+        pending: list[PendingSearch] = []
+        by_root = {r.trajectory_index: (r, resp) for r, resp in zip(requests, responses, strict=True)}
+        for qi, root in enumerate(roots):
+            if qi not in by_root:  # the question alone overflows the context: a group of empty branches
+                for g in range(config.group_size):
+                    branch = copy.deepcopy(root)
+                    branch.group_index = g
+                    trajectories.append(branch)
+                continue
+            request, response = by_root[qi]
+            if len(response.sequences) != config.group_size:
+                raise ValueError(
+                    f"the first turn asked for {config.group_size} samples and got "
+                    f"{len(response.sequences)}; the sampler must honour num_samples"
+                )
+            for g, sequence in enumerate(response.sequences):
+                branch = copy.deepcopy(root)
+                branch.group_index = g
+                found = consume_assistant(branch, request.prompt_tokens, sequence, tokenizer, config)
+                trajectories.append(branch)
+                if found is not None:
+                    pending.append(found)
+        run_searches(pending, 0)
+        overall.update(sum(t.done for t in trajectories))
+
+        turn = 1
+        while any(not t.done for t in trajectories):
+            before = sum(t.done for t in trajectories)
+            requests = []
+            for index, trajectory in enumerate(trajectories):
+                if trajectory.done:
+                    continue
+                seed = config.seed + index + len(trajectory.turns) * 10_000
+                request = make_request(tokenizer, trajectory, index, 1, seed, config)
+                if request is not None:
+                    requests.append(request)
+            responses = run_turn(runner, requests, turn) if requests else []
+            pending = []
+            for request, response in zip(requests, responses, strict=True):
+                if len(response.sequences) != 1:
+                    raise ValueError(f"a later turn asked for 1 sample and got {len(response.sequences)}")
+                trajectory = trajectories[request.trajectory_index]
+                found = consume_assistant(trajectory, request.prompt_tokens, response.sequences[0], tokenizer, config)
+                if found is not None:
+                    pending.append(found)
+            run_searches(pending, turn)
+            overall.update(sum(t.done for t in trajectories) - before)
+            turn += 1
+    overall.close()
+
+    for trajectory in trajectories:
+        if not trajectory.end_reason:  # never sampled: the prompt alone was over budget
+            _finish(trajectory, "", "context_budget")
+        score_trajectory(trajectory)
+    stats.degenerate_groups = assign_group_advantages(trajectories)
+    _fill_stats(stats, trajectories)
+    stats.total_seconds = time.perf_counter() - started
+    batch = RolloutBatch(trajectories)
+    batch.stats = stats
+    last_stats = stats
+    return batch
+
+
+def _fill_stats(stats: RolloutStats, trajectories: list[Trajectory]) -> None:
+    n = len(trajectories)
+    stats.trajectories = n
+    stats.sampled_tokens = sum(t.sampled_tokens for t in trajectories)
+    stats.search_calls = sum(len(t.searches) for t in trajectories)
+    stats.failed_searches = sum(t.failed_searches for t in trajectories)
+    stats.truncated_observations = sum(t.truncated_observations for t in trajectories)
+    stats.end_reasons = dict(Counter(t.end_reason for t in trajectories))
+    if n:
+        stats.mean_reward = sum(t.reward for t in trajectories) / n
+        stats.exact_match_rate = sum(t.exact_match for t in trajectories) / n
+        stats.valid_format_rate = sum(t.valid_format for t in trajectories) / n
+
+
+# --------------------------------------------------------------------------- views for learners
+
+
+def trajectory_tokens(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """The trajectory as the trainer sees it: one row per token, source and mask included.
+
+    Sources: ``prompt`` (the first prompt), ``assistant`` (sampled: old logprob and the
+    trajectory's advantage), ``observation`` (template + search text between turns: logprob
+    and advantage 0, not trained).
+    """
+    check_continuity(trajectory)
+    rows: list[dict[str, Any]] = []
+
+    def add(tokens, source, turn, logprobs=None):
+        for k, token in enumerate(tokens):
+            trained = source == "assistant"
+            rows.append({
+                "position": len(rows), "token_id": int(token), "source": source, "turn": turn,
+                "logprob": float(logprobs[k]) if trained else 0.0,
+                "advantage": float(trajectory.advantage) if trained else 0.0,
+                "trained": trained,
+            })
+
+    full_length = 0
+    for index, turn in enumerate(trajectory.turns):
+        delta = turn.prompt_tokens[full_length:]
+        add(delta, "prompt" if index == 0 else "observation", index)
+        add(turn.completion_tokens, "assistant", index, turn.logprobs)
+        full_length = len(turn.prompt_tokens) + len(turn.completion_tokens)
+    return rows
+
+
+def token_table(trajectory: Trajectory, tokenizer: Any | None = None) -> list[dict[str, Any]]:
+    """``trajectory_tokens`` with each token's text (decoded one by one) when a tokenizer is given."""
+    rows = trajectory_tokens(trajectory)
+    if tokenizer is not None:
+        for row in rows:
+            row["text"] = tokenizer.decode([row["token_id"]], skip_special_tokens=False)
+    return rows
+
+
+def _turn_view(trajectory: Trajectory, index: int) -> dict[str, Any]:
+    turn = trajectory.turns[index]
+    search = next((s for s in trajectory.searches if s.turn_index == index), None)
+    is_last = index == len(trajectory.turns) - 1
+    view = {
+        "index": index, "kind": turn.kind, "text": turn.text, "query": turn.query,
+        "error": turn.error, "stop_reason": turn.stop_reason,
+        "sampled_tokens": len(turn.completion_tokens),
+        "is_answer": is_last and trajectory.end_reason == "answer",
+        "answer": trajectory.answer if is_last and trajectory.end_reason == "answer" else None,
+        "observation": None,
+    }
+    if search is not None:
+        view["observation"] = {
+            "call_id": search.call_id, "ok": search.ok, "error": search.error,
+            "items_returned": search.items_returned, "items_kept": search.items_kept,
+            "tokens": search.observation_tokens, "cut": search.cut, "fitted": search.fitted,
+            "content": search.content, "latency": search.latency,
+        }
+    return view
+
+
+def trajectory_tree(group: Sequence[Trajectory]) -> dict[str, Any]:
+    """One question's group as a tree: a shared root (the prompt), then one branch per trajectory.
+
+    ``branches`` lists each trajectory's turns (kind, query, observation size and cut, answer)
+    with its reward and advantage; ``children`` nests the same turns, merging branches whose
+    sampled turns are identical, so a learner sees where the group really diverges.
+    """
+    group = list(group)
+    if not group:
+        raise ValueError("trajectory_tree needs the trajectories of one question")
+    if len({t.question_index for t in group}) != 1:
+        raise ValueError("trajectory_tree takes one question's group; split the batch by question_index")
+    example = group[0].example
+    rewards = [t.reward for t in group]
+    branches = [
+        {
+            "group_index": t.group_index, "reward": t.reward, "advantage": t.advantage,
+            "exact_match": t.exact_match, "valid_format": t.valid_format, "answer": t.answer,
+            "end_reason": t.end_reason, "search_calls": t.search_calls,
+            "sampled_tokens": t.sampled_tokens, "observation_tokens": t.observation_tokens,
+            "turns": [_turn_view(t, i) for i in range(len(t.turns))],
+        }
+        for t in group
+    ]
+    root: dict[str, Any] = {"label": "prompt", "children": [], "branches": [b["group_index"] for b in branches]}
+    for branch, trajectory in zip(branches, group):
+        node = root
+        for index, turn in enumerate(branch["turns"]):
+            key = tuple(trajectory.turns[index].completion_tokens)
+            child = next((c for c in node["children"] if c["_key"] == key), None)
+            if child is None:
+                child = {"_key": key, "turn": turn, "children": [], "branches": []}
+                node["children"].append(child)
+            child["branches"].append(branch["group_index"])
+            node = child
+        node.setdefault("leaves", []).append(
+            {"group_index": branch["group_index"], "reward": branch["reward"], "advantage": branch["advantage"]}
+        )
+
+    def strip(node):
+        node.pop("_key", None)
+        for c in node["children"]:
+            strip(c)
+        return node
+
+    return {
+        "question_index": group[0].question_index,
+        "question": example.question,
+        "references": list(example.answers),
+        "prompt_tokens": len(group[0].turns[0].prompt_tokens) if group[0].turns else 0,
+        "group_size": len(group),
+        "mean_reward": sum(rewards) / len(rewards),
+        "degenerate": max(rewards) - min(rewards) <= 1e-12,
+        "branches": branches,
+        "root": strip(root),
+    }

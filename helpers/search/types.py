@@ -34,14 +34,20 @@ class SearchStats:
     rate_limited: int = 0  # HTTP 429
     errors: int = 0
     results: int = 0
+    retries: int = 0  # extra attempts after a 429 / 5xx
+    failovers: int = 0  # switches to another API key after a 429 (zhihu)
     total_latency: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def record(self, result: SearchResult, *, timeout: bool = False, rate_limited: int = 0) -> None:
+    def record(self, result: SearchResult, *, timeout: bool = False, rate_limited: int = 0,
+               retries: int = 0, failovers: int = 0) -> None:
+        """One search() call: `rate_limited` counts every 429 answer seen while serving it."""
         with self._lock:
             self.requests += 1
             self.total_latency += result.latency
             self.rate_limited += rate_limited
+            self.retries += retries
+            self.failovers += failovers
             if result.ok:
                 self.successes += 1
                 self.results += len(result.items)
@@ -63,6 +69,8 @@ class SearchStats:
                 "rate_limited": self.rate_limited,
                 "errors": self.errors,
                 "results": self.results,
+                "retries": self.retries,
+                "failovers": self.failovers,
                 "mean_latency": self.mean_latency,
             }
 

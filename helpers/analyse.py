@@ -1,0 +1,216 @@
+"""Summaries, side-by-side comparisons, tables and plots of evaluation and training runs.
+
+Two exact-match numbers are always reported:
+- strict EM: the reward's rule (exactly one `Answer:` line whose normalised text equals a gold answer);
+- lenient EM: a normalised gold answer appears anywhere in the final text, so baselines that
+  ignore the output format are not scored as zero for formatting alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+ALL = "all"
+
+COLUMNS = [
+    ("n", "n", "{:d}"),
+    ("em_strict", "EM strict", "{:.3f}"),
+    ("em_lenient", "EM lenient", "{:.3f}"),
+    ("format_rate", "format", "{:.3f}"),
+    ("search_calls_mean", "searches", "{:.2f}"),
+    ("no_search_share", "no search", "{:.3f}"),
+    ("multi_search_share", "≥2 searches", "{:.3f}"),
+    ("failed_search_rate", "failed searches", "{:.3f}"),
+    ("truncated_observations", "cut obs.", "{:d}"),
+    ("sampled_tokens_mean", "gen. tokens", "{:.0f}"),
+    ("trajectory_tokens_mean", "traj. tokens", "{:.0f}"),
+]
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            rows.append(json.loads(line))
+    return rows
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def summary_of(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    calls = [int(r.get("search_calls", 0)) for r in rows]
+    total_calls = sum(calls)
+    return {
+        "n": len(rows),
+        "em_strict": _mean([float(bool(r.get("exact_match"))) for r in rows]),
+        "em_lenient": _mean([float(bool(r.get("lenient_match"))) for r in rows]),
+        "format_rate": _mean([float(bool(r.get("valid_format"))) for r in rows]),
+        "reward_mean": _mean([float(r.get("reward", 0.0)) for r in rows]),
+        "search_calls_mean": _mean(calls),
+        "no_search_share": _mean([float(c == 0) for c in calls]),
+        "multi_search_share": _mean([float(c >= 2) for c in calls]),
+        "failed_searches": sum(int(r.get("failed_searches", 0)) for r in rows),
+        "failed_search_rate": (sum(int(r.get("failed_searches", 0)) for r in rows) / total_calls) if total_calls else 0.0,
+        "truncated_observations": sum(int(r.get("truncated_observations", 0)) for r in rows),
+        "sampled_tokens_mean": _mean([float(r.get("sampled_tokens", 0)) for r in rows]),
+        "trajectory_tokens_mean": _mean([float(r.get("trajectory_tokens", 0)) for r in rows]),
+    }
+
+
+def summarise(rows: Iterable[Mapping[str, Any]], by: str = "data_source") -> dict[str, dict[str, Any]]:
+    """{group: summary} for every value of `by`, plus 'all'."""
+    rows = list(rows)
+    groups: dict[str, list] = {}
+    for row in rows:
+        groups.setdefault(str(row.get(by)), []).append(row)
+    out = {key: summary_of(value) for key, value in sorted(groups.items())}
+    out[ALL] = summary_of(rows)
+    return out
+
+
+def compare(rows_a: Sequence[Mapping], rows_b: Sequence[Mapping], labels: tuple[str, str] = ("A", "B"),
+            by: str = "data_source") -> dict[str, dict[str, Any]]:
+    """Side by side per group, with paired counts on the questions both runs answered.
+
+    `b_only` counts questions B gets right (strict) and A gets wrong; `a_only` the reverse.
+    """
+    a, b = summarise(rows_a, by), summarise(rows_b, by)
+    index_a = {row["id"]: row for row in rows_a}
+    paired: dict[str, dict[str, int]] = {}
+    for row in rows_b:
+        other = index_a.get(row["id"])
+        if other is None:
+            continue
+        for group in (str(row.get(by)), ALL):
+            counts = paired.setdefault(group, {"paired": 0, "a_only": 0, "b_only": 0})
+            counts["paired"] += 1
+            counts["a_only"] += int(bool(other.get("exact_match")) and not row.get("exact_match"))
+            counts["b_only"] += int(bool(row.get("exact_match")) and not other.get("exact_match"))
+    out = {}
+    for group in sorted(set(a) | set(b), key=lambda g: (g == ALL, g)):
+        sa, sb = a.get(group, summary_of([])), b.get(group, summary_of([]))
+        out[group] = {
+            labels[0]: sa,
+            labels[1]: sb,
+            "delta_em_strict": sb["em_strict"] - sa["em_strict"],
+            "delta_em_lenient": sb["em_lenient"] - sa["em_lenient"],
+            **paired.get(group, {"paired": 0, "a_only": 0, "b_only": 0}),
+        }
+    return out
+
+
+def format_table(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], columns=COLUMNS) -> str:
+    """Markdown: one row per (run, data source). `summaries` is {label: summarise(rows)}."""
+    header = ["run", "source"] + [title for _, title, _ in columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, groups in summaries.items():
+        for source, values in groups.items():
+            cells = [str(label), str(source)]
+            for key, _, fmt in columns:
+                value = values.get(key, 0)
+                cells.append(fmt.format(int(value)) if fmt.endswith("d}") else fmt.format(float(value)))
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def format_comparison(comparison: Mapping[str, Mapping[str, Any]], labels: tuple[str, str]) -> str:
+    a, b = labels
+    lines = [
+        f"| source | EM strict {a} | EM strict {b} | Δ strict | EM lenient {a} | EM lenient {b} | searches {a} | searches {b} | only {a} right | only {b} right |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for group, row in comparison.items():
+        sa, sb = row[a], row[b]
+        lines.append(
+            f"| {group} | {sa['em_strict']:.3f} | {sb['em_strict']:.3f} | {row['delta_em_strict']:+.3f} | "
+            f"{sa['em_lenient']:.3f} | {sb['em_lenient']:.3f} | {sa['search_calls_mean']:.2f} | "
+            f"{sb['search_calls_mean']:.2f} | {row['a_only']} | {row['b_only']} |"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def plot_training(metrics: Sequence[Mapping[str, Any]], path: str | Path, title: str = "GRPO training") -> Path:
+    """Reward/EM, format, search calls and sampler-trainer KL per step, as one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [m["step"] for m in metrics]
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    panels = [
+        (axes[0, 0], [("reward_mean", "mean reward"), ("exact_match", "exact match")], "reward"),
+        (axes[0, 1], [("valid_format_rate", "valid format"), ("degenerate_group_share", "degenerate groups")], "share"),
+        (axes[1, 0], [("search_calls_mean", "searches / trajectory"), ("multi_search_share", "share ≥2 searches")], "searches"),
+        (axes[1, 1], [("kl_sampler_trainer_k3", "sampler–trainer KL (k3)")], "KL"),
+    ]
+    for axis, series, ylabel in panels:
+        for key, name in series:
+            values = [m.get(key) for m in metrics]
+            if any(v is not None for v in values):
+                axis.plot(steps, [float("nan") if v is None else v for v in values], marker="o", ms=3, label=name)
+        axis.set_xlabel("step")
+        axis.set_ylabel(ylabel)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_eval(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], path: str | Path,
+              key: str = "em_strict", title: str = "Strict exact match on the test split") -> Path:
+    """Grouped bars: one group per data source, one bar per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(summaries)
+    sources = sorted({s for groups in summaries.values() for s in groups}, key=lambda s: (s == ALL, s))
+    width = 0.8 / max(len(labels), 1)
+    fig, axis = plt.subplots(figsize=(max(6, 1.6 * len(sources) * len(labels) / 2), 4))
+    for i, label in enumerate(labels):
+        values = [summaries[label].get(s, {}).get(key, 0.0) for s in sources]
+        positions = [j + i * width for j in range(len(sources))]
+        bars = axis.bar(positions, values, width, label=label)
+        axis.bar_label(bars, fmt="%.2f", fontsize=7)
+    axis.set_xticks([j + width * (len(labels) - 1) / 2 for j in range(len(sources))], sources)
+    axis.set_ylabel(key)
+    axis.set_title(title)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.analyse", description="Summarise or compare eval JSONL")
+    parser.add_argument("runs", nargs="+", help="eval JSONL files (two: also a side-by-side comparison)")
+    args = parser.parse_args(argv)
+    loaded = {Path(p).stem: read_jsonl(p) for p in args.runs}
+    print(format_table({label: summarise(rows) for label, rows in loaded.items()}))
+    if len(loaded) == 2:
+        (la, ra), (lb, rb) = loaded.items()
+        print()
+        print(format_comparison(compare(ra, rb, (la, lb)), (la, lb)))
+
+
+if __name__ == "__main__":
+    main()

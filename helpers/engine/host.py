@@ -1,0 +1,245 @@
+"""One base model per process, and the single worker thread that runs everything on it.
+
+Sampling and training share the base weights: LoRA adapters (peft) hold the only trainable
+tensors, and sampler snapshots are plain dicts of adapter tensors copied into a per-run
+"sampler slot" just before they are used. All model work happens on one thread per model,
+so adapters can be switched safely; concurrent sample requests that arrive within a few
+milliseconds are decoded together in one batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from helpers import config
+
+_HOSTS: dict[tuple[str, str, str], "ModelHost"] = {}
+_HOSTS_LOCK = threading.Lock()
+
+ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
+UNEMBED_MODULES = ("lm_head",)
+LORA_ALPHA = 32  # fixed alpha, so the LoRA scale is alpha / rank
+
+
+def get_host(name: str, device: str | None = None, dtype=None) -> "ModelHost":
+    """The process-wide host of `name` (loaded once, in seconds, from the model cache)."""
+    device = device or config.device()
+    dtype = dtype or config.dtype()
+    key = (name, device, str(dtype))
+    with _HOSTS_LOCK:
+        host = _HOSTS.get(key)
+        if host is None:
+            host = ModelHost(name, device, dtype)
+            _HOSTS[key] = host
+        return host
+
+
+@dataclass
+class SampleJob:
+    prompt: list[int]
+    num_samples: int
+    params: Any  # pytrio SamplingParams
+    adapter: Any  # None (base model) or an AdapterSnapshot
+    include_prompt_logprobs: bool
+    return_text: bool
+    future: Future = field(default_factory=Future)
+
+
+@dataclass
+class CallJob:
+    fn: Callable[[], Any]
+    future: Future = field(default_factory=Future)
+
+
+@dataclass
+class AdapterSnapshot:
+    """Frozen copy of one training run's adapter tensors (what a sampler loads)."""
+
+    slot: str  # the sampler adapter slot with this snapshot's LoRA layout
+    tensors: dict[str, Any]
+    uid: int = field(default_factory=lambda: next(_SNAPSHOT_IDS))
+
+
+_SNAPSHOT_IDS = itertools.count(1)
+
+
+class ModelHost:
+    """Base model + tokenizer + peft adapters + the worker thread that owns them."""
+
+    batch_window_s = 0.005  # how long the worker waits for more sample requests
+    max_batch_rows = 256
+
+    def __init__(self, name: str, device: str, dtype) -> None:
+        import torch
+
+        from helpers import models
+
+        self.name = name
+        self.device = device
+        self.dtype = dtype
+        self.tokenizer = models.load_tokenizer(name)
+        self.model = models.load_model(name, device=device, dtype=dtype)
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.peft = None  # PeftModel, created with the first training run
+        self.loaded_slots: dict[str, int] = {}  # sampler slot -> snapshot uid loaded in it
+        self.eos_ids = _eos_ids(self.tokenizer, self.model)
+        self.max_context = int(getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
+        self.torch = torch
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name=f"engine-{name}", daemon=True)
+        self._thread.start()
+
+    # -- submission -------------------------------------------------------------------
+    def call(self, fn: Callable[[], Any]) -> Future:
+        """Run `fn` on the worker thread, after everything submitted before it."""
+        job = CallJob(fn)
+        self._queue.put(job)
+        return job.future
+
+    def sample(self, job: SampleJob) -> Future:
+        self._queue.put(job)
+        return job.future
+
+    # -- worker -----------------------------------------------------------------------
+    def _loop(self) -> None:
+        deferred: list = []
+        while True:
+            job = deferred.pop(0) if deferred else self._queue.get()
+            if isinstance(job, CallJob):
+                self._run_call(job)
+                continue
+            batch = [job]
+            rows = job.num_samples
+            deadline = time.monotonic() + self.batch_window_s
+            while rows < self.max_batch_rows:
+                try:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if isinstance(nxt, SampleJob):
+                    batch.append(nxt)
+                    rows += nxt.num_samples
+                else:  # keep submission order: a training call ends the batch
+                    deferred.append(nxt)
+                    break
+            self._run_samples(batch)
+
+    def _run_call(self, job: CallJob) -> None:
+        if not job.future.set_running_or_notify_cancel():
+            return
+        try:
+            job.future.set_result(job.fn())
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's future
+            job.future.set_exception(error)
+
+    def _run_samples(self, jobs: list[SampleJob]) -> None:
+        from helpers.engine.sampler import run_sample_jobs
+
+        live = [j for j in jobs if j.future.set_running_or_notify_cancel()]
+        groups: dict[int, list[SampleJob]] = {}
+        for j in live:
+            groups.setdefault(0 if j.adapter is None else j.adapter.uid, []).append(j)
+        for group in groups.values():
+            try:
+                with self.adapter_context(group[0].adapter):
+                    results = run_sample_jobs(self, group)
+                for j, r in zip(group, results):
+                    j.future.set_result(r)
+            except BaseException as error:  # noqa: BLE001
+                for j in group:
+                    if not j.future.done():
+                        j.future.set_exception(error)
+
+    # -- adapters (worker thread only) --------------------------------------------------
+    def lora_config(self, rank: int, train_mlp: bool, train_attn: bool, train_unembed: bool):
+        from peft import LoraConfig
+
+        targets = []
+        if train_attn:
+            targets += ATTN_MODULES
+        if train_mlp:
+            targets += MLP_MODULES
+        if train_unembed:
+            targets += UNEMBED_MODULES
+        if not targets:
+            raise ValueError("at least one of train_mlp, train_attn, train_unembed must be True")
+        return LoraConfig(r=rank, lora_alpha=LORA_ALPHA, lora_dropout=0.0, target_modules=targets, bias="none")
+
+    def add_adapter(self, name: str, lora_config, seed: int | None) -> None:
+        import warnings
+
+        from peft import get_peft_model
+
+        if seed is not None:
+            self.torch.manual_seed(seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tied lm_head / embedding notices
+            if self.peft is None:
+                self.peft = get_peft_model(self.model, lora_config, adapter_name=name)
+            else:
+                self.peft.add_adapter(name, lora_config)
+        self.peft.eval()
+
+    def delete_adapter(self, name: str) -> None:
+        if self.peft is not None and name in self.peft.peft_config:
+            self.peft.delete_adapter(name)
+            self.loaded_slots.pop(name, None)
+
+    def adapter_state(self, name: str) -> dict[str, Any]:
+        """The adapter's tensors, keyed by module path (a detached copy)."""
+        state = {}
+        for key, module in self.peft.named_modules():
+            a = getattr(module, "lora_A", None)
+            if a is not None and name in a:
+                state[f"{key}.lora_A"] = a[name].weight.detach().clone()
+                state[f"{key}.lora_B"] = module.lora_B[name].weight.detach().clone()
+        return state
+
+    def load_adapter_state(self, name: str, state: dict[str, Any]) -> None:
+        with self.torch.no_grad():
+            seen = 0
+            for key, module in self.peft.named_modules():
+                a = getattr(module, "lora_A", None)
+                if a is not None and name in a:
+                    a[name].weight.copy_(state[f"{key}.lora_A"])
+                    module.lora_B[name].weight.copy_(state[f"{key}.lora_B"])
+                    seen += 2
+        if seen != len(state):
+            raise ValueError(f"adapter tensors do not match the run's LoRA layout ({seen} vs {len(state)})")
+
+    def adapter_context(self, snapshot: AdapterSnapshot | None):
+        """Activate the base model (None) or a sampler snapshot for the duration of a block."""
+        import contextlib
+
+        if snapshot is None:
+            if self.peft is None:
+                return contextlib.nullcontext()
+            return self.peft.disable_adapter()
+        slot = snapshot.slot
+        if self.loaded_slots.get(slot) != snapshot.uid:
+            self.load_adapter_state(slot, snapshot.tensors)
+            self.loaded_slots[slot] = snapshot.uid
+        self.peft.set_adapter(slot)
+        return contextlib.nullcontext()
+
+    def forward_model(self):
+        """The module to call for logits: the peft wrapper once adapters exist."""
+        return self.peft if self.peft is not None else self.model
+
+
+def _eos_ids(tokenizer, model) -> set[int]:
+    ids: set[int] = set()
+    for source in (tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
+        if isinstance(source, int):
+            ids.add(source)
+        elif isinstance(source, (list, tuple)):
+            ids.update(int(i) for i in source)
+    return ids

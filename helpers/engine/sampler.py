@@ -1,0 +1,235 @@
+"""Batched decoding for the local sampler.
+
+All rows of all requests in a batch are decoded together: unique prompts are left-padded and
+prefilled once, their KV cache is repeated for the `num_samples` rows that share them, then one
+token per row per step is drawn with a KV cache. Rows leave the batch when they stop (an EOS
+token, a stop token id, a stop string, or `max_tokens`), so the batch shrinks as it goes.
+
+Randomness: each row draws its uniforms from its own `random.Random`, seeded from
+`(seed, sample index)` when the request has a seed, so results do not depend on what else was
+in the batch. Tokens are drawn by inverse-CDF over the (temperature, top-k, top-p) distribution.
+
+Logprobs: the returned logprob of a sampled token is its log-probability under the model
+itself (log-softmax of the raw logits, temperature 1), the quantity the trainer computes for
+the same token. With temperature 1 and no top-k/top-p it is also the log-probability under the
+distribution the token was drawn from; with other settings the two differ by design, and the
+importance ratio of `importance_sampling` is then relative to the untempered policy.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytrio.types import SampleResponse, SampleSequence
+
+
+@dataclass
+class Row:
+    prompt: list[int]
+    job_index: int
+    max_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    stop_ids: set[int]
+    stop_strings: list[str]
+    rng: random.Random
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    stop_reason: str | None = None
+
+
+def split_stop(stop) -> tuple[list[str], list[int]]:
+    """SamplingParams.stop is a string, a list of strings or a list of token ids."""
+    if stop is None:
+        return [], []
+    if isinstance(stop, str):
+        return [stop], []
+    items = list(stop)
+    if all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+        return [], [int(i) for i in items]
+    if all(isinstance(i, str) for i in items):
+        return [s for s in items if s], []
+    raise ValueError("stop must be a string, a list of strings, or a list of token ids (not mixed)")
+
+
+def validate_params(params, prompt_len: int, max_context: int | None) -> None:
+    from pytrio.errors.base import ValidationError
+
+    if params.max_tokens is None or params.max_tokens <= 0:
+        raise ValidationError(
+            "sampling_params.max_tokens must be greater than 0", code="validation.invalid_sampling_request"
+        )
+    if params.temperature < 0 or not (0 < params.top_p <= 1) or (params.top_k < -1 or params.top_k == 0):
+        raise ValidationError(
+            "invalid sampling request: need temperature >= 0, 0 < top_p <= 1, top_k == -1 or > 0",
+            code="validation.invalid_sampling_request",
+        )
+    if max_context and prompt_len + params.max_tokens > max_context:
+        raise ValidationError(
+            f"prompt ({prompt_len} tokens) + max_tokens ({params.max_tokens}) exceeds the model's "
+            f"context of {max_context} tokens; shorten the prompt or lower max_tokens",
+            code="validation.invalid_sampling_request",
+        )
+
+
+def make_rows(jobs, eos_ids: set[int]) -> list[Row]:
+    rows = []
+    for job_index, job in enumerate(jobs):
+        p = job.params
+        strings, ids = split_stop(p.stop)
+        for sample_index in range(job.num_samples):
+            rng = random.Random(f"{p.seed}:{sample_index}") if p.seed is not None else random.Random(os.urandom(16))
+            rows.append(
+                Row(
+                    prompt=list(job.prompt),
+                    job_index=job_index,
+                    max_tokens=int(p.max_tokens),
+                    temperature=float(p.temperature),
+                    top_k=int(p.top_k),
+                    top_p=float(p.top_p),
+                    stop_ids=set(ids) | eos_ids,
+                    stop_strings=strings,
+                    rng=rng,
+                )
+            )
+    return rows
+
+
+def draw(logits, rows: list[Row]):
+    """One token per row from fp32 logits [B, V]; returns (tokens [B], model logprobs [B])."""
+    import torch
+
+    device = logits.device
+    logp = torch.log_softmax(logits, dim=-1)
+    temps = torch.tensor([max(r.temperature, 1e-6) for r in rows], device=device, dtype=logits.dtype)
+    u = torch.tensor([max(r.rng.random(), 1e-12) for r in rows], device=device, dtype=torch.float64)
+    probs = torch.softmax(logits / temps[:, None], dim=-1)
+    truncate = any(r.top_k > 0 or r.top_p < 1.0 for r in rows)
+    if truncate:
+        probs, order = probs.sort(dim=-1, descending=True)
+        ranks = torch.arange(probs.shape[-1], device=device)
+        top_k = torch.tensor([r.top_k if r.top_k > 0 else probs.shape[-1] for r in rows], device=device)
+        top_p = torch.tensor([r.top_p for r in rows], device=device, dtype=probs.dtype)
+        before = probs.cumsum(-1) - probs  # mass strictly before each token: the first always stays
+        drop = (ranks[None, :] >= top_k[:, None]) | (before > top_p[:, None])
+        probs = probs.masked_fill(drop, 0.0)
+    cdf = probs.double().cumsum(-1)
+    pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=probs.shape[-1] - 1)
+    tokens = order.gather(1, pick).squeeze(1) if truncate else pick.squeeze(1)
+    greedy = torch.tensor([r.temperature <= 0 for r in rows], device=device)
+    if bool(greedy.any()):
+        tokens = torch.where(greedy, logits.argmax(-1), tokens)
+    return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
+
+
+def _stopped_by_string(row: Row, tokenizer) -> bool:
+    if not row.stop_strings:
+        return False
+    longest = max(len(s) for s in row.stop_strings)
+    tail = tokenizer.decode(row.tokens[-(longest + 2):], skip_special_tokens=False)
+    return any(s in tail for s in row.stop_strings)
+
+
+def decode(host, rows: list[Row]) -> None:
+    """Fill `tokens`, `logprobs` and `stop_reason` of every row (in place)."""
+    import torch
+    from transformers import DynamicCache
+
+    model = host.forward_model()
+    device = host.device
+    pad = host.tokenizer.pad_token_id if host.tokenizer.pad_token_id is not None else 0
+    unique: dict[tuple[int, ...], int] = {}
+    source = []
+    for r in rows:
+        source.append(unique.setdefault(tuple(r.prompt), len(unique)))
+    prompts = list(unique)
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+
+    with torch.inference_mode():
+        cache = DynamicCache()
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                    use_cache=True, logits_to_keep=1)
+        index = torch.tensor(source, device=device)
+        logits = out.logits[:, -1].float().index_select(0, index)
+        cache.batch_select_indices(index)
+        mask = mask.index_select(0, index)
+        next_pos = positions[:, -1].index_select(0, index) + 1
+        active = list(range(len(rows)))
+        while True:
+            batch_rows = [rows[i] for i in active]
+            tokens, logps = draw(logits, batch_rows)
+            keep = []
+            for j, (r, t, lp) in enumerate(zip(batch_rows, tokens.tolist(), logps.tolist())):
+                r.tokens.append(t)
+                r.logprobs.append(lp)
+                if t in r.stop_ids or _stopped_by_string(r, host.tokenizer):
+                    r.stop_reason = "stop"
+                elif len(r.tokens) >= r.max_tokens:
+                    r.stop_reason = "length"
+                else:
+                    keep.append(j)
+            if not keep:
+                return
+            if len(keep) < len(active):
+                sel = torch.tensor(keep, device=device)
+                cache.batch_select_indices(sel)
+                mask, next_pos, tokens = mask.index_select(0, sel), next_pos.index_select(0, sel), tokens.index_select(0, sel)
+                active = [active[j] for j in keep]
+            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+            out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                        past_key_values=cache, use_cache=True)
+            logits = out.logits[:, -1].float()
+            next_pos = next_pos + 1
+
+
+def prompt_logprobs(host, prompt: list[int]) -> list[float | None]:
+    """log p(prompt[i] | prompt[:i]) for i >= 1; the first position has no logprob (None)."""
+    from helpers.engine.logprobs import sequence_logprobs
+
+    import torch
+
+    ids = torch.tensor([prompt], device=host.device)
+    targets = torch.full_like(ids, -100)
+    targets[0, :-1] = ids[0, 1:]
+    with torch.inference_mode():
+        lp = sequence_logprobs(host.forward_model(), ids, torch.ones_like(ids), targets)[0]
+    return [None] + [float(x) for x in lp[:-1].tolist()]
+
+
+def run_sample_jobs(host, jobs) -> list[SampleResponse]:
+    for job in jobs:
+        validate_params(job.params, len(job.prompt), host.max_context)
+    rows = make_rows(jobs, host.eos_ids)
+    decode(host, rows)
+    responses = []
+    for job_index, job in enumerate(jobs):
+        mine = [r for r in rows if r.job_index == job_index]
+        sequences = [
+            SampleSequence(
+                stop_reason=r.stop_reason or "length",
+                tokens=r.tokens,
+                logprobs=r.logprobs,
+                text=host.tokenizer.decode(r.tokens, skip_special_tokens=True) if job.return_text else None,
+            )
+            for r in mine
+        ]
+        responses.append(
+            SampleResponse(
+                sequences=sequences,
+                prompt_logprobs=prompt_logprobs(host, job.prompt) if job.include_prompt_logprobs else [],
+                input_tokens=len(job.prompt),
+                output_tokens=sum(len(r.tokens) for r in mine),
+            )
+        )
+    return responses

@@ -1,0 +1,255 @@
+"""Worker-side training for one LoRA run: forward(_backward), optimizer step, checkpoints.
+
+Everything here runs on the model host's worker thread (see host.py). Batches were already
+validated by the SDK's own planner in the client, so errors match the remote service.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytrio.types import (
+    AdamParams,
+    Datum,
+    ForwardBackwardOutput,
+    OptimStepResponse,
+    TensorData,
+)
+
+from helpers.engine import losses
+from helpers.engine.host import AdapterSnapshot, ModelHost
+from helpers.engine.logprobs import sequence_logprobs
+
+ADAPTER_FILE = "adapter.safetensors"
+OPTIMIZER_FILE = "optimizer.pt"
+META_FILE = "meta.json"
+
+
+@dataclass(frozen=True)
+class LoraLayout:
+    base_model: str
+    rank: int
+    train_mlp: bool
+    train_attn: bool
+    train_unembed: bool
+
+    @property
+    def slot(self) -> str:
+        """Name of the sampler adapter slot shared by every snapshot with this layout."""
+        flags = "".join(str(int(f)) for f in (self.train_mlp, self.train_attn, self.train_unembed))
+        return f"sampler_r{self.rank}_{flags}"
+
+
+def tokens_per_micro_batch(device: str) -> int:
+    """Padded tokens per internal micro-batch (bounds activation memory, not the maths)."""
+    return 32768 if device == "cuda" else 4096
+
+
+class LoraRun:
+    """The trainable state of one training client (worker thread only)."""
+
+    def __init__(self, host: ModelHost, layout: LoraLayout, seed: int | None) -> None:
+        self.host = host
+        self.layout = layout
+        self.run_id = uuid.uuid4().hex[:12]
+        self.name = f"run_{self.run_id}"
+        self.started = False  # a training operation ran (load_state is refused after)
+        self.steps = 0
+        cfg = host.lora_config(layout.rank, layout.train_mlp, layout.train_attn, layout.train_unembed)
+        host.add_adapter(self.name, cfg, seed)
+        ensure_slot(host, layout)
+        self.params = [p for n, p in host.peft.named_parameters() if f".{self.name}." in n]
+        self.param_names = [n for n, p in host.peft.named_parameters() if f".{self.name}." in n]
+        self.optimizer = None
+
+    # -- forward / backward --------------------------------------------------------------
+    def activate(self, grad: bool) -> None:
+        self.host.peft.set_adapter(self.name)
+        for p in self.params:
+            p.requires_grad_(grad)
+
+    def forward(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None,
+                auto_shift: bool, backward: bool) -> ForwardBackwardOutput:
+        import torch
+
+        config = losses.check_config(loss_fn, loss_fn_config)
+        host = self.host
+        self.activate(grad=backward)
+        self.started = True
+        prepared = [_prepare(d, loss_fn, auto_shift) for d in data]
+        total = len(prepared)
+        outputs: list = [None] * total
+        loss_sum, token_count = 0.0, 0
+        budget = tokens_per_micro_batch(host.device)
+        for batch in _pack(prepared, budget):
+            tensors = _collate([prepared[i] for i in batch], host.device)
+            model = host.peft
+            if backward and host.device == "cuda":
+                model.train()  # enables gradient checkpointing of the decoder layers
+            try:
+                with torch.set_grad_enabled(backward):
+                    lp = sequence_logprobs(model, tensors["ids"], tensors["mask"], tensors["targets"])
+                    per_token = losses.token_losses(loss_fn, lp, tensors, config)
+                    per_datum = per_token.sum(dim=1)
+                    if backward:
+                        (per_datum.sum() / total).backward()
+            finally:
+                model.eval()
+            loss_sum += float(per_datum.detach().sum())
+            token_count += int(tensors["active"].sum())
+            lp = lp.detach().float().cpu()
+            for row, i in enumerate(batch):
+                n = prepared[i]["length"]
+                values = lp[row, :n]
+                if auto_shift:  # report against the caller's (unshifted) labels
+                    values = torch.cat([values.new_zeros(1), values[: n - 1]])
+                outputs[i] = {"logprobs": TensorData.from_torch(values.contiguous())}
+        return ForwardBackwardOutput(
+            loss_fn_outputs=outputs,
+            metrics={
+                "loss_sum": loss_sum,
+                "loss_mean": loss_sum / token_count if token_count else 0.0,
+                "token_count": float(token_count),
+            },
+        )
+
+    # -- optimizer -------------------------------------------------------------------------
+    def optim_step(self, adam: AdamParams) -> OptimStepResponse:
+        import torch
+
+        self.started = True
+        if self.optimizer is None:
+            self.optimizer = torch.optim.AdamW(self.params, lr=adam.learning_rate)
+        for group in self.optimizer.param_groups:
+            group.update(lr=adam.learning_rate, betas=(adam.beta1, adam.beta2), eps=adam.eps,
+                         weight_decay=adam.weight_decay)
+        with_grad = [p for p in self.params if p.grad is not None]
+        grad_norm = 0.0
+        if with_grad:
+            max_norm = adam.grad_clip_norm if adam.grad_clip_norm > 0 else float("inf")
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(with_grad, max_norm))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps += 1
+        return OptimStepResponse(metrics={"grad_norm": grad_norm, "learning_rate": adam.learning_rate,
+                                          "step": float(self.steps)})
+
+    # -- weights -----------------------------------------------------------------------------
+    def snapshot(self) -> AdapterSnapshot:
+        return AdapterSnapshot(slot=self.layout.slot, tensors=self.host.adapter_state(self.name))
+
+    def save(self, directory: Path, with_optimizer: bool) -> int:
+        import torch
+        from safetensors.torch import save_file
+
+        directory.mkdir(parents=True, exist_ok=True)
+        # keys are module paths without the adapter name, so any run with the same layout can load them
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.host.adapter_state(self.name).items()}
+        save_file(tensors, str(directory / ADAPTER_FILE))
+        meta = {"format": "helpers.engine/lora-v1", **self.layout.__dict__, "lora_alpha": 32,
+                "steps": self.steps, "has_optimizer": bool(with_optimizer and self.optimizer)}
+        (directory / META_FILE).write_text(json.dumps(meta, indent=1))
+        if with_optimizer and self.optimizer is not None:
+            torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
+        return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+
+    def load(self, directory: Path, with_optimizer: bool) -> None:
+        import torch
+
+        tensors = read_adapter(directory, self.host)
+        self.host.load_adapter_state(self.name, tensors)
+        if with_optimizer:
+            if not (directory / OPTIMIZER_FILE).is_file():
+                raise FileNotFoundError(f"{directory} has no optimizer state; save it with save_state()")
+            self.optimizer = torch.optim.AdamW(self.params, lr=1e-4)
+            self.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=self.host.device))
+        self.started = True
+
+
+def ensure_slot(host: ModelHost, layout: LoraLayout) -> str:
+    if host.peft is None or layout.slot not in host.peft.peft_config:
+        cfg = host.lora_config(layout.rank, layout.train_mlp, layout.train_attn, layout.train_unembed)
+        host.add_adapter(layout.slot, cfg, seed=0)
+    return layout.slot
+
+
+def read_meta(directory: Path) -> dict:
+    path = directory / META_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no LoRA checkpoint at {directory} (missing {META_FILE})")
+    return json.loads(path.read_text())
+
+
+def layout_of(meta: dict) -> LoraLayout:
+    return LoraLayout(meta["base_model"], int(meta["rank"]), bool(meta["train_mlp"]),
+                      bool(meta["train_attn"]), bool(meta["train_unembed"]))
+
+
+def read_adapter(directory: Path, host: ModelHost) -> dict:
+    from safetensors.torch import load_file
+
+    return {k: v.to(host.device, host.dtype) for k, v in load_file(str(directory / ADAPTER_FILE)).items()}
+
+
+def snapshot_from_disk(host: ModelHost, directory: Path) -> AdapterSnapshot:
+    layout = layout_of(read_meta(directory))
+    slot = ensure_slot(host, layout)
+    return AdapterSnapshot(slot=slot, tensors=read_adapter(directory, host))
+
+
+# -- batching helpers --------------------------------------------------------------------------
+def _prepare(datum: Datum, loss_fn: str, auto_shift: bool) -> dict:
+    ids = datum.model_input.to_ints()
+    n = len(ids)
+    inputs = datum.loss_fn_inputs
+    targets = [int(t) for t in inputs["target_tokens"].data]
+    if loss_fn == "cross_entropy":
+        extra = {"weights": list(inputs["weights"].data) if "weights" in inputs else [1.0] * n}
+    else:
+        extra = {"logprobs": list(inputs["logprobs"].data), "advantages": list(inputs["advantages"].data)}
+    if auto_shift:  # position t predicts label t + 1; the last position has no label
+        targets = targets[1:] + [-100]
+        extra = {k: v[1:] + [0.0] for k, v in extra.items()}
+    if loss_fn == "cross_entropy":
+        active = [float(t != -100 and w != 0.0) for t, w in zip(targets, extra["weights"])]
+    else:
+        active = [float(t != -100) for t in targets]
+    return {"ids": ids, "targets": targets, "active": active, "length": n, **extra}
+
+
+def _pack(prepared: list[dict], budget: int) -> list[list[int]]:
+    batches, current, longest = [], [], 0
+    for i, item in enumerate(prepared):
+        longest_if = max(longest, item["length"])
+        if current and longest_if * (len(current) + 1) > budget:
+            batches.append(current)
+            current, longest_if = [], item["length"]
+        current.append(i)
+        longest = longest_if
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _collate(items: list[dict], device: str) -> dict:
+    import torch
+
+    width = max(it["length"] for it in items)
+
+    def pad(key, fill, dtype):
+        rows = [it[key] + [fill] * (width - it["length"]) for it in items]
+        return torch.tensor(rows, dtype=dtype, device=device)
+
+    out = {
+        "ids": pad("ids", 0, torch.long),
+        "targets": pad("targets", -100, torch.long),
+        "active": pad("active", 0.0, torch.float32),
+        "mask": torch.tensor([[1] * it["length"] + [0] * (width - it["length"]) for it in items], device=device),
+    }
+    for key in ("weights", "logprobs", "advantages"):
+        if key in items[0]:
+            out[key] = pad(key, 0.0, torch.float32)
+    return out

@@ -1,0 +1,267 @@
+"""Evaluate a policy in the same environment it was trained in (seed 8.3.8).
+
+`evaluate(EvalConfig(...))` reuses `rollout_batch` with `group_size=1` and the training budgets,
+so the protocol, search backend, budgets, questions and answer checker are identical for every
+model. `model_path=None` evaluates the base model; a path from `save_weights_for_sampler` (or
+an adapter folder) evaluates a checkpoint. Two baselines skip the agent loop:
+
+- `closed_book`: the base model answers from memory (no tool, no evidence);
+- `rag`: one forced retrieval of the question, evidence pasted into the prompt, one answer.
+
+Every question becomes one JSONL row; `helpers.analyse` turns rows into tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from helpers.train import _result, add_config_arguments, config_from_args
+
+MODES = ("agent", "closed_book", "rag")
+
+CLOSED_BOOK_SYSTEM = (
+    "You answer factual questions from your own knowledge. Think briefly if you need to, then "
+    "end with exactly one line of the form `Answer: <short answer>` (a few words)."
+)
+RAG_SYSTEM = (
+    "You answer factual questions using the evidence given with the question. Think briefly if "
+    "you need to, then end with exactly one line of the form `Answer: <short answer>` (a few words)."
+)
+
+
+@dataclass
+class EvalConfig:
+    model: str | None = None
+    backend: str | None = None
+    model_path: str | None = None  # None: the base model
+    mode: str = "agent"  # agent | closed_book | rag
+    label: str | None = None  # name of this run in tables (default: mode or the checkpoint)
+    split: str = "test"
+    data_source: str | None = None
+    limit: int | None = None
+    max_search_calls: int = 4
+    max_assistant_turns: int = 6
+    max_assistant_tokens: int = 256
+    max_tool_response_tokens: int = 512
+    max_trajectory_tokens: int = 4096
+    search_budget: int | None = None  # a budget stated in the prompt (budget-forced evaluation)
+    search_backend: str = "local"
+    search_concurrency: int = 8
+    temperature: float = 0.0  # greedy by default: one deterministic answer per question
+    top_p: float = 1.0
+    seed: int = 0
+    batch_size: int = 64
+    output: str | None = None  # JSONL path
+
+    def rollout_config(self):
+        from helpers.rollout import RolloutConfig
+
+        return RolloutConfig(
+            group_size=1,
+            max_search_calls=self.max_search_calls,
+            max_assistant_turns=self.max_assistant_turns,
+            max_assistant_tokens=self.max_assistant_tokens,
+            max_tool_response_tokens=self.max_tool_response_tokens,
+            max_trajectory_tokens=self.max_trajectory_tokens,
+            search_concurrency=self.search_concurrency,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=self.seed,
+            search_budget=self.search_budget,
+        )
+
+    def resolved_label(self) -> str:
+        if self.label:
+            return self.label
+        return self.mode if self.model_path is None else f"{self.mode}:{Path(self.model_path).name}"
+
+
+def lenient_match(text: str, answers: Sequence[str]) -> bool:
+    """A gold answer appears (normalised, on word boundaries) anywhere in the final text."""
+    from helpers.reward import normalize_answer
+
+    haystack = f" {normalize_answer(text or '')} "
+    return any(f" {gold} " in haystack for gold in (normalize_answer(a) for a in answers) if gold)
+
+
+def _base_row(example, mode: str, label: str) -> dict[str, Any]:
+    return {
+        "id": example.id,
+        "question": example.question,
+        "answers": list(example.answers),
+        "data_source": example.data_source,
+        "mode": mode,
+        "label": label,
+    }
+
+
+def trajectory_row(trajectory, mode: str, label: str) -> dict[str, Any]:
+    row = _base_row(trajectory.example, mode, label)
+    turns = trajectory.turns
+    row.update(
+        final_text=trajectory.final_text,
+        answer=getattr(trajectory, "answer", None),
+        reward=trajectory.reward,
+        valid_format=bool(trajectory.valid_format),
+        exact_match=bool(trajectory.exact_match),
+        lenient_match=lenient_match(trajectory.final_text, trajectory.example.answers),
+        search_calls=trajectory.search_calls,
+        queries=[s.query for s in getattr(trajectory, "searches", [])],
+        failed_searches=getattr(trajectory, "failed_searches", 0),
+        truncated_observations=getattr(trajectory, "truncated_observations", 0),
+        assistant_turns=len(turns),
+        sampled_tokens=sum(len(t.completion_tokens) for t in turns),
+        trajectory_tokens=(len(turns[-1].prompt_tokens) + len(turns[-1].completion_tokens)) if turns else 0,
+        end_reason=getattr(trajectory, "end_reason", ""),
+    )
+    return row
+
+
+def single_turn_messages(example, mode: str, search_client=None, tokenizer=None, max_tool_response_tokens=None):
+    """Messages of the two baselines that skip the agent loop."""
+    if mode == "closed_book":
+        return [{"role": "system", "content": CLOSED_BOOK_SYSTEM},
+                {"role": "user", "content": f"Question: {example.question.strip()}"}], []
+    from helpers.search import format_results
+    from helpers.sft import truncate_observation
+
+    result = search_client.search(example.question.strip())
+    evidence = format_results(result)
+    if tokenizer is not None:
+        evidence = truncate_observation(tokenizer, evidence, max_tool_response_tokens)
+    user = f"Evidence (search results for the question):\n{evidence}\n\nQuestion: {example.question.strip()}"
+    return [{"role": "system", "content": RAG_SYSTEM}, {"role": "user", "content": user}], [result]
+
+
+def _single_turn_batch(sampling_client, tokenizer, search_client, examples, config: EvalConfig, label: str):
+    import pytrio
+
+    from helpers.protocol import stop_sequences
+    from helpers.reward import score_answer
+
+    params = pytrio.SamplingParams(
+        max_tokens=config.max_assistant_tokens, temperature=config.temperature, top_p=config.top_p,
+        seed=config.seed, stop=stop_sequences(tokenizer),
+    )
+    prepared = []
+    for example in examples:
+        messages, results = single_turn_messages(example, config.mode, search_client, tokenizer,
+                                                 config.max_tool_response_tokens)
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        prompt = list(tokenizer.encode(text, add_special_tokens=False))
+        future = sampling_client.sample(prompt=pytrio.ModelInput.from_ints(prompt), num_samples=1, sampling_params=params)
+        prepared.append((example, results, prompt, future))
+    rows = []
+    for example, results, prompt, future in prepared:
+        sequence = _result(future).sequences[0]
+        text = tokenizer.decode(sequence.tokens, skip_special_tokens=True).strip()
+        scored = score_answer(text, example.answers)
+        row = _base_row(example, config.mode, label)
+        row.update(
+            final_text=text,
+            answer=scored.answer,
+            reward=scored.reward,
+            valid_format=bool(scored.valid_format),
+            exact_match=bool(scored.exact_match),
+            lenient_match=lenient_match(text, example.answers),
+            search_calls=len(results),
+            queries=[example.question.strip()] * len(results),
+            failed_searches=sum(1 for r in results if not r.ok),
+            truncated_observations=0,
+            assistant_turns=1,
+            sampled_tokens=len(sequence.tokens),
+            trajectory_tokens=len(prompt) + len(sequence.tokens),
+            end_reason="answer" if scored.valid_format else "invalid",
+        )
+        rows.append(row)
+    return rows
+
+
+def evaluate(
+    config: EvalConfig,
+    service=None,
+    search_client=None,
+    examples=None,
+    sampling_client=None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per question; also written to `config.output` (JSONL) when it is set."""
+    from tqdm.auto import tqdm
+
+    from helpers import config as course_config
+
+    if config.mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
+    if config.mode != "agent" and config.model_path is not None:
+        raise ValueError("closed_book and rag are baselines of the base model; leave model_path empty")
+    model = config.model or course_config.default_model()
+    if sampling_client is None:
+        from helpers.engine import connect
+
+        service = service or connect(config.backend)
+        sampling_client = service.create_sampling_client(base_model=model, model_path=config.model_path)
+    tokenizer = sampling_client.get_tokenizer()
+    if search_client is None and config.mode != "closed_book":
+        from helpers.search import create_search_client
+
+        search_client = create_search_client(config.search_backend)
+    if examples is None:
+        from helpers.data import load_examples
+
+        examples = load_examples(config.split, data_source=config.data_source, limit=config.limit)
+    examples = list(examples)
+    label = config.resolved_label()
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    bar = tqdm(total=len(examples), desc=f"eval {label}", disable=not progress)
+    for start in range(0, len(examples), config.batch_size):
+        batch = examples[start : start + config.batch_size]
+        if config.mode == "agent":
+            from helpers.rollout import rollout_batch
+
+            trajectories = rollout_batch(sampling_client, tokenizer, search_client, batch, config.rollout_config(),
+                                         progress=False)
+            rows.extend(trajectory_row(t, config.mode, label) for t in trajectories)
+        else:
+            rows.extend(_single_turn_batch(sampling_client, tokenizer, search_client, batch, config, label))
+        bar.update(len(batch))
+    bar.close()
+    seconds = time.perf_counter() - started
+    for row in rows:
+        row["model"] = model
+        row["model_path"] = config.model_path
+    if config.output:
+        write_rows(config.output, rows)
+        meta = {"eval": dataclasses.asdict(config), "model": model, "questions": len(rows), "seconds": seconds}
+        Path(config.output).with_suffix(".config.json").write_text(json.dumps(meta, indent=2))
+    return rows
+
+
+def write_rows(path: str | Path, rows: Sequence[dict]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    tmp.replace(path)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(prog="python -m helpers.eval", description="Evaluate a policy or a baseline")
+    add_config_arguments(parser, EvalConfig)
+    config = config_from_args(EvalConfig, parser.parse_args(argv))
+    rows = evaluate(config)
+    from helpers.analyse import format_table, summarise
+
+    print(format_table({config.resolved_label(): summarise(rows)}))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

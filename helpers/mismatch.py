@@ -1,0 +1,400 @@
+"""The train/inference mismatch: the sampler (mu_infer) and the trainer (pi_train) disagree.
+
+In an RL step the tokens come from the *sampler* (an inference engine: batched decoding, a KV
+cache, often bf16), but the gradient is taken by the *trainer* (a full-sequence forward, often a
+different kernel or precision). Even with identical weights the two give slightly different
+log-probabilities for the same token. The second seed corrects for this with token-level
+importance sampling: each token's term in the loss is weighted by
+
+    r_t = pi_train(y_t | y_<t) / mu_infer(y_t | y_<t) = exp(logp_train - logp_infer).
+
+This module measures that gap from real numbers:
+
+- per token: the ratio r_t and the log-ratio;
+- per step: the distribution of r_t (quantiles, share outside a trust band) and the KL between
+  sampler and trainer. The tokens were drawn from mu, so KL(mu || pi) = E_mu[log mu - log pi] is
+  estimated by k1 = mean(logp_infer - logp_train) (unbiased, can be negative on a sample) and
+  k3 = mean(r - 1 - log r) (unbiased and never negative);
+- a controlled source of mismatch you can run on a laptop: the same model in bf16 (sampler)
+  versus fp32 (trainer) on the same tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+
+
+# ---------------------------------------------------------------- per-token numbers
+
+
+def log_ratios(trainer_logprobs: Sequence[float], sampler_logprobs: Sequence[float]) -> np.ndarray:
+    """log r_t = logp_train - logp_infer, for the sampled tokens (same order, same length)."""
+    new = np.asarray(trainer_logprobs, dtype=np.float64).reshape(-1)
+    old = np.asarray(sampler_logprobs, dtype=np.float64).reshape(-1)
+    if new.shape != old.shape:
+        raise ValueError(
+            f"trainer and sampler logprobs must be aligned token by token: {new.size} vs {old.size}"
+        )
+    if not (np.all(np.isfinite(new)) and np.all(np.isfinite(old))):
+        raise ValueError("logprobs must be finite (a -inf means a token the model cannot produce)")
+    return new - old
+
+
+def token_ratios(trainer_logprobs: Sequence[float], sampler_logprobs: Sequence[float]) -> np.ndarray:
+    """r_t = pi_train / mu_infer per token."""
+    return np.exp(log_ratios(trainer_logprobs, sampler_logprobs))
+
+
+def kl_k1(log_ratio: np.ndarray) -> float:
+    """mean(log mu - log pi): unbiased for KL(mu || pi) on tokens drawn from mu."""
+    return float(np.mean(-log_ratio)) if log_ratio.size else 0.0
+
+
+def kl_k3(log_ratio: np.ndarray) -> float:
+    """mean(r - 1 - log r): unbiased for KL(mu || pi), every term >= 0 (lower variance than k1)."""
+    return float(np.mean(np.expm1(log_ratio) - log_ratio)) if log_ratio.size else 0.0
+
+
+def truncated_is_weights(ratios: Sequence[float], cap: float = 2.0) -> np.ndarray:
+    """min(r_t, cap): truncated importance sampling, bounding what one odd token can do."""
+    if cap <= 0:
+        raise ValueError("cap must be positive")
+    return np.minimum(np.asarray(ratios, dtype=np.float64), cap)
+
+
+def is_weighted_objective(
+    ratios: Sequence[float], advantages: Sequence[float], cap: float | None = None
+) -> float:
+    """The token-level IS surrogate: mean over tokens of r_t * A_t (what the trainer maximises).
+
+    With r_t = 1 everywhere this is the plain on-policy policy-gradient objective; the ratios
+    re-weight each token for having been sampled by mu rather than pi.
+    """
+    r = np.asarray(ratios, dtype=np.float64)
+    if cap is not None:
+        r = truncated_is_weights(r, cap)
+    a = np.asarray(advantages, dtype=np.float64)
+    if r.shape != a.shape:
+        raise ValueError("one advantage per token is needed")
+    return float(np.mean(r * a)) if r.size else 0.0
+
+
+# ---------------------------------------------------------------- per-step summary
+
+
+@dataclass
+class MismatchStats:
+    """The distribution of token-level ratios of one step, and the sampler/trainer KL."""
+
+    tokens: int
+    kl_k1: float
+    kl_k3: float
+    mean_abs_log_ratio: float
+    max_abs_log_ratio: float
+    ratio_min: float
+    ratio_max: float
+    ratio_quantiles: dict[str, float] = field(default_factory=dict)
+    share_outside_band: float = 0.0  # share of tokens with |r - 1| > band
+    band: float = 0.2
+    step: int | None = None
+    label: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def mismatch_stats(
+    trainer_logprobs: Sequence[float],
+    sampler_logprobs: Sequence[float],
+    *,
+    band: float = 0.2,
+    step: int | None = None,
+    label: str = "",
+) -> MismatchStats:
+    lr = log_ratios(trainer_logprobs, sampler_logprobs)
+    if lr.size == 0:
+        return MismatchStats(0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, {}, 0.0, band, step, label)
+    r = np.exp(lr)
+    return MismatchStats(
+        tokens=int(lr.size),
+        kl_k1=kl_k1(lr),
+        kl_k3=kl_k3(lr),
+        mean_abs_log_ratio=float(np.mean(np.abs(lr))),
+        max_abs_log_ratio=float(np.max(np.abs(lr))),
+        ratio_min=float(r.min()),
+        ratio_max=float(r.max()),
+        ratio_quantiles={f"p{round(q * 100)}": float(np.quantile(r, q)) for q in QUANTILES},
+        share_outside_band=float(np.mean(np.abs(r - 1.0) > band)),
+        band=band,
+        step=step,
+        label=label,
+    )
+
+
+# ---------------------------------------------------------------- from trajectories
+
+
+def sampled_positions(trajectory: Any) -> list[int]:
+    """Indices, in the shifted target array of a multi-turn Datum, of the tokens the sampler drew.
+
+    The Datum is built as in the seed: full = prompt_0 + completion_0 + (new observation) +
+    completion_1 + ...; targets = full[1:]. Token k of `full` is target k - 1.
+    """
+    positions: list[int] = []
+    full: list[int] = []
+    for index, turn in enumerate(trajectory.turns):
+        prompt = list(turn.prompt_tokens)
+        if index > 0 and prompt[: len(full)] != full:
+            raise ValueError(
+                f"turn {index + 1}'s prompt does not continue the trajectory so far: the turns "
+                "are not one continuous token sequence, so sampler logprobs cannot be aligned"
+            )
+        full = prompt + list(turn.completion_tokens)
+        positions.extend(range(len(prompt) - 1, len(full) - 1))
+    return positions
+
+
+def sampler_logprobs_of(trajectory: Any) -> list[float]:
+    """The sampler's logprobs of every generated token, turn after turn."""
+    out: list[float] = []
+    for turn in trajectory.turns:
+        if len(turn.logprobs) != len(turn.completion_tokens):
+            raise ValueError("a turn has a different number of tokens and logprobs")
+        out.extend(float(x) for x in turn.logprobs)
+    return out
+
+
+def output_logprobs(output: Any, index: int) -> np.ndarray | None:
+    """Trainer logprobs of datum `index` from a forward / forward_backward result (None if absent)."""
+    if hasattr(output, "result") and callable(output.result):
+        output = output.result()
+    outputs = getattr(output, "loss_fn_outputs", None)
+    if outputs is None and isinstance(output, dict):
+        outputs = output.get("loss_fn_outputs")
+    if not outputs or index >= len(outputs):
+        return None
+    item = outputs[index]
+    value = item.get("logprobs") if isinstance(item, dict) else getattr(item, "logprobs", None)
+    if value is None:
+        return None
+    array = value.to_numpy() if hasattr(value, "to_numpy") else np.asarray(value)
+    return np.asarray(array, dtype=np.float64).reshape(-1)
+
+
+def trajectory_pairs(
+    trajectories: Sequence[Any], trainer_logprobs: Sequence[Sequence[float]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(trainer, sampler) logprobs of all sampled tokens, given each Datum's target logprobs."""
+    new_all, old_all = [], []
+    for trajectory, target_logprobs in zip(trajectories, trainer_logprobs, strict=True):
+        target_logprobs = np.asarray(target_logprobs, dtype=np.float64).reshape(-1)
+        positions = sampled_positions(trajectory)
+        if positions and positions[-1] >= target_logprobs.size:
+            raise ValueError(
+                f"trainer returned {target_logprobs.size} logprobs but the trajectory needs "
+                f"{positions[-1] + 1}: was the Datum built from this trajectory?"
+            )
+        new_all.append(target_logprobs[positions])
+        old_all.append(np.asarray(sampler_logprobs_of(trajectory), dtype=np.float64))
+    if not new_all:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(new_all), np.concatenate(old_all)
+
+
+def measure_step(
+    training_client: Any,
+    trajectories: Sequence[Any],
+    *,
+    step: int | None = None,
+    band: float = 0.2,
+) -> tuple[MismatchStats, np.ndarray, np.ndarray]:
+    """Score the trajectories with the trainer (one `forward`, no gradient) and compare.
+
+    Call it before optim_step, with the weights the sampler used. Returns the stats and the
+    aligned (trainer, sampler) logprob arrays.
+    """
+    from helpers.train import build_datum
+
+    usable = [t for t in trajectories if t.turns and any(x.completion_tokens for x in t.turns)]
+    datums = [build_datum(t).datum for t in usable]
+    if not datums:
+        return mismatch_stats([], [], band=band, step=step), np.zeros(0), np.zeros(0)
+    result = training_client.forward(datums, "cross_entropy")
+    result = result.result() if hasattr(result, "result") and callable(result.result) else result
+    trainer = []
+    for index in range(len(datums)):
+        values = output_logprobs(result, index)
+        if values is None:
+            raise RuntimeError(
+                "the training client's forward() returned no per-datum 'logprobs' in "
+                "loss_fn_outputs; the mismatch cannot be measured with this backend"
+            )
+        trainer.append(values)
+    new, old = trajectory_pairs(usable, trainer)
+    return mismatch_stats(new, old, band=band, step=step), new, old
+
+
+# ---------------------------------------------------------------- bf16 sampler vs fp32 trainer
+
+
+def sequence_logprobs(model: Any, token_ids: Sequence[int]) -> np.ndarray:
+    """logp of token k given tokens < k, for k = 1..n-1, in float64 (one full-sequence forward)."""
+    import torch
+
+    ids = torch.tensor([list(token_ids)], dtype=torch.long)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, :-1].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    return logp.gather(1, ids[0, 1:, None])[:, 0].double().numpy()
+
+
+def sample_with_logprobs(
+    model: Any,
+    prompt_ids: Sequence[int],
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    seed: int = 0,
+    stop_ids: Sequence[int] = (),
+) -> tuple[list[int], list[float]]:
+    """A minimal sampler (KV cache, one token at a time) that records mu's logprob of each token.
+
+    Logprobs are of the temperature-1 distribution (as the trainer computes them); `temperature`
+    only changes which tokens get drawn.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
+    tokens: list[int] = []
+    logprobs: list[float] = []
+    past = None
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits, past = _forward(model, ids, past)
+            logits = logits[0, -1].float()
+            logp = torch.log_softmax(logits, dim=-1)
+            probs = torch.softmax(logits / max(temperature, 1e-6), dim=-1)
+            token = int(torch.multinomial(probs, 1, generator=generator))
+            tokens.append(token)
+            logprobs.append(float(logp[token]))
+            if token in stop_ids:
+                break
+            ids = torch.tensor([[token]], dtype=torch.long)
+    return tokens, logprobs
+
+
+def _forward(model: Any, ids: Any, past: Any):
+    """One forward with a KV cache, whatever this transformers version calls the argument."""
+    import inspect
+
+    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    kwargs = {} if past is None else {key: past}
+    out = model(input_ids=ids, use_cache=True, **kwargs)
+    cache = getattr(out, "cache", None)
+    return out.logits, cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def precision_mismatch(
+    model_name: str | None = None,
+    texts: Sequence[str] = ("Question: who wrote Hamlet?\nAnswer: William Shakespeare wrote it.",),
+    *,
+    prompt_tokens: int = 0,
+    sampler_dtype: str = "bfloat16",
+    band: float = 0.2,
+) -> dict[str, Any]:
+    """Score the same tokens with the model in `sampler_dtype` (the "sampler") and in fp32.
+
+    A bf16 inference engine and an fp32 trainer is the production pattern; this isolates the
+    precision part of the mismatch on one small model (two full-sequence forwards per text).
+    Tokens before `prompt_tokens` are context only, as a prompt would be.
+    """
+    import torch
+
+    from helpers import config, models
+
+    name = model_name or config.default_model()
+    tokenizer = models.load_tokenizer(name)
+    trainer = models.load_model(name, device="cpu", dtype=torch.float32).eval()
+    sampler = models.load_model(name, device="cpu", dtype=getattr(torch, sampler_dtype)).eval()
+    new_all, old_all = [], []
+    for text in texts:
+        ids = tokenizer.encode(text)
+        start = max(prompt_tokens - 1, 0)
+        new_all.append(sequence_logprobs(trainer, ids)[start:])
+        old_all.append(sequence_logprobs(sampler, ids)[start:])
+    new, old = np.concatenate(new_all), np.concatenate(old_all)
+    return {
+        "model": name,
+        "stats": mismatch_stats(new, old, band=band, label=f"{sampler_dtype} sampler / fp32 trainer"),
+        "trainer_logprobs": new,
+        "sampler_logprobs": old,
+    }
+
+
+def decoding_mismatch(
+    model: Any, prompt_ids: Sequence[int], max_new_tokens: int = 16, *, seed: int = 0, band: float = 0.2
+) -> MismatchStats:
+    """Same weights, same precision: KV-cached decoding (sampler) vs one full forward (trainer)."""
+    tokens, mu = sample_with_logprobs(model, prompt_ids, max_new_tokens, seed=seed)
+    pi = sequence_logprobs(model, list(prompt_ids) + tokens)[len(prompt_ids) - 1 :]
+    return mismatch_stats(pi, mu, band=band, label="KV-cached decoding / full forward")
+
+
+# ---------------------------------------------------------------- over training
+
+
+class MismatchHistory:
+    """Per-step mismatch stats (and a sample of the raw log-ratios for histograms)."""
+
+    def __init__(self, keep_per_step: int = 4000, seed: int = 0) -> None:
+        self.steps: list[MismatchStats] = []
+        self.log_ratios: dict[int, np.ndarray] = {}
+        self.keep_per_step = keep_per_step
+        self._rng = np.random.default_rng(seed)
+
+    def add(self, step: int, trainer_logprobs, sampler_logprobs, band: float = 0.2) -> MismatchStats:
+        stats = mismatch_stats(trainer_logprobs, sampler_logprobs, band=band, step=step)
+        lr = log_ratios(trainer_logprobs, sampler_logprobs)
+        if lr.size > self.keep_per_step:
+            lr = self._rng.choice(lr, self.keep_per_step, replace=False)
+        self.steps.append(stats)
+        self.log_ratios[step] = lr
+        return stats
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for s in self.steps:
+            row = {k: v for k, v in s.as_dict().items() if k != "ratio_quantiles"}
+            row.update(s.ratio_quantiles)
+            out.append(row)
+        return out
+
+    def plot(self, ax=None):
+        """KL (k1, k3) and the ratio's 1-99 / 5-95 % bands over training steps."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(1, 2, figsize=(11, 3.6))
+        steps = [s.step for s in self.steps]
+        ax[0].plot(steps, [s.kl_k3 for s in self.steps], "o-", label="k3 (>= 0)")
+        ax[0].plot(steps, [abs(s.kl_k1) for s in self.steps], "s--", alpha=0.7, label="|k1|")
+        ax[0].set_yscale("symlog", linthresh=1e-8)
+        ax[0].set_xlabel("step")
+        ax[0].set_title("KL(sampler || trainer) per step")
+        ax[0].legend()
+        q = {k: [s.ratio_quantiles.get(k, 1.0) for s in self.steps] for k in ("p1", "p5", "p50", "p95", "p99")}
+        ax[1].fill_between(steps, q["p1"], q["p99"], alpha=0.2, label="1-99 %")
+        ax[1].fill_between(steps, q["p5"], q["p95"], alpha=0.4, label="5-95 %")
+        ax[1].plot(steps, q["p50"], "k-", label="median")
+        ax[1].axhline(1.0, color="grey", lw=0.8)
+        ax[1].set_xlabel("step")
+        ax[1].set_title("token ratio pi_train / mu_infer")
+        ax[1].legend()
+        return ax

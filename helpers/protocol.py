@@ -1,0 +1,243 @@
+"""The tool protocol: how a question becomes a prompt and an assistant turn becomes an action.
+
+The model sees one function, ``search(query)``, rendered by its *own* chat template
+(``tools=[SEARCH_TOOL]``), so the call format is the one it was instruction-tuned on:
+
+- ``json`` family (Qwen2.5, and SmolLM2 with the course's ChatML tool template)::
+
+      <tool_call>
+      {"name": "search", "arguments": {"query": "..."}}
+      </tool_call>
+
+- ``xml`` family (Qwen3.5, the seed's remote model)::
+
+      <tool_call><function=search><parameter=query>...</parameter></function></tool_call>
+
+``parse_assistant`` turns one assistant turn into exactly one of three actions:
+``tool`` (one complete call, nothing after it), ``answer`` (no call at all) or ``invalid``
+(anything else). Everything here is pure text/token work: no model, no network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SEARCH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Search the web for evidence.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "a short English search query"}},
+            "required": ["query"],
+        },
+    },
+}
+
+Family = Literal["json", "xml"]
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>")
+
+# One block, lazily matched, so two calls stay two matches.
+_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_XML_BODY = re.compile(
+    r"^\s*<function=([^>\s]+)>\s*<parameter=query>\n?(.*?)\n?</parameter>\s*</function>\s*$", re.DOTALL
+)
+
+
+@dataclass(frozen=True)
+class ParsedAssistant:
+    kind: Literal["tool", "answer", "invalid"]
+    content: str
+    query: str | None = None
+    error: str | None = None  # why a turn is invalid, for the widgets and the notebooks
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+def _call_example(query: str, family: Family) -> str:
+    if family == "xml":
+        return f"<tool_call><function=search><parameter=query>{query}</parameter></function></tool_call>"
+    return "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
+
+
+def system_prompt(search_budget: int | None = None, family: Family = "json") -> str:
+    """The rules of the game, with one worked example in the model's own call format.
+
+    ``search_budget`` states a hard limit on calls (budget-forced evaluation); None states none.
+    """
+    if search_budget is not None and search_budget < 0:
+        raise ValueError(f"search_budget must be >= 0, got {search_budget}")
+    if search_budget is None:
+        budget = "You may search several times, each time with a short English query."
+    elif search_budget == 0:
+        budget = "Searching is switched off for this question: answer from what you know."
+    else:
+        calls = "call" if search_budget == 1 else "calls"
+        budget = (
+            f"You have a budget of at most {search_budget} search {calls} for this question, "
+            "each with a short English query; after that, answer with what you have."
+        )
+    return "\n".join(
+        [
+            "You answer factual questions and can use a search tool.",
+            "Rules:",
+            "- Search whenever you need evidence you are not sure of. " + budget,
+            "- Make exactly one search call per assistant turn, then stop and wait for its result "
+            "before you search again.",
+            "- When you are ready, end with exactly one line of the form `Answer: <short answer>` "
+            "(a few words, no explanation on that line).",
+            "- Never put a search call and the final answer in the same turn.",
+            "",
+            "Example. Question: What country was the author of The Little Prince born in?",
+            "Turn 1 (you): " + _call_example("The Little Prince author", family),
+            "Tool result: Antoine de Saint-Exupery wrote The Little Prince ...",
+            "Turn 2 (you): " + _call_example("Antoine de Saint-Exupery birthplace", family),
+            "Tool result: He was born in Lyon, France ...",
+            "Turn 3 (you): Answer: France",
+        ]
+    )
+
+
+def build_messages(question: str, search_budget: int | None = None, family: Family = "json") -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": system_prompt(search_budget, family)},
+        {"role": "user", "content": f"Question: {question.strip()}"},
+    ]
+
+
+def template_family(tokenizer: Any) -> Family:
+    """``xml`` when the chat template writes Qwen3.5-style ``<function=...>`` calls, else ``json``."""
+    template = getattr(tokenizer, "chat_template", None) or ""
+    if isinstance(template, dict):  # several named templates
+        template = " ".join(str(v) for v in template.values())
+    if "<function=" in template:
+        return "xml"
+    if "tools" not in template:
+        raise ValueError(
+            "this tokenizer's chat template cannot render tools. Fix: load it with "
+            "helpers.models.load_tokenizer(name), which installs the course's ChatML tool template."
+        )
+    return "json"
+
+
+def render_chat(tokenizer: Any, messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
+    text = tokenizer.apply_chat_template(
+        messages, tools=[SEARCH_TOOL], add_generation_prompt=add_generation_prompt, tokenize=False
+    )
+    if not isinstance(text, str):
+        raise TypeError(f"apply_chat_template(tokenize=False) returned {type(text).__name__}, not str")
+    return text
+
+
+def render_tokens(tokenizer: Any, messages: list[dict[str, Any]], add_generation_prompt: bool) -> list[int]:
+    # Render text, then encode without BOS: the template already wrote every special token.
+    return list(tokenizer.encode(render_chat(tokenizer, messages, add_generation_prompt), add_special_tokens=False))
+
+
+def build_prompt(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
+    """Token ids of the conversation so far, ending with the template's assistant header."""
+    return render_tokens(tokenizer, messages, add_generation_prompt=True)
+
+
+def stop_sequences(tokenizer: Any) -> list[str]:
+    """End-of-turn strings the sampler stops on (only those that are one token in this vocabulary).
+
+    The sampler may return the stop token or stop just before it; ``build_next_prompt``
+    accepts both.
+    """
+    found = []
+    for candidate in [getattr(tokenizer, "eos_token", None), *END_OF_TURN_TOKENS]:
+        if not candidate or candidate in found:
+            continue
+        ids = tokenizer.encode(candidate, add_special_tokens=False)
+        if len(ids) == 1 and tokenizer.decode(ids) == candidate:
+            found.append(candidate)
+    if not found:
+        raise ValueError("the tokenizer has no single-token end-of-turn marker; cannot stop turns")
+    return found
+
+
+def stop_token_ids(tokenizer: Any) -> list[int]:
+    return [tokenizer.encode(s, add_special_tokens=False)[0] for s in stop_sequences(tokenizer)]
+
+
+def tool_message(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "name": "search", "content": content}
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _query_from_json(body: str) -> tuple[str | None, str | None]:
+    try:
+        call = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, "tool call is not valid JSON"
+    if not isinstance(call, dict):
+        return None, "tool call JSON is not an object"
+    if call.get("name") != "search":
+        return None, f"unknown tool {str(call.get('name'))[:40]!r}"
+    arguments = call.get("arguments")
+    if isinstance(arguments, str):  # some models double-encode the arguments
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return None, "tool arguments are not valid JSON"
+    if not isinstance(arguments, dict) or not isinstance(arguments.get("query"), str):
+        return None, "tool call has no string argument 'query'"
+    if set(arguments) != {"query"}:
+        return None, "tool call has arguments other than 'query'"
+    return arguments["query"], None
+
+
+def _query_from_xml(body: str) -> tuple[str | None, str | None]:
+    match = _XML_BODY.match(body)
+    if match is None:
+        return None, "tool call is not <function=search><parameter=query>…"
+    if match.group(1) != "search":
+        return None, f"unknown tool {match.group(1)[:40]!r}"
+    return match.group(2), None
+
+
+def parse_assistant(text: str, family: Family | None = None) -> ParsedAssistant:
+    """One assistant turn -> ``tool`` / ``answer`` / ``invalid``. Never raises.
+
+    ``family`` None accepts either call format (the tag names are shared).
+    """
+    text = text if isinstance(text, str) else str(text)
+    stripped = text.strip()
+    blocks = list(_BLOCK.finditer(text))
+    if not blocks:
+        if "<tool_call>" in text or "</tool_call>" in text:
+            return ParsedAssistant("invalid", stripped, error="broken or unfinished <tool_call>")
+        return ParsedAssistant("answer", stripped)
+    if len(blocks) > 1:
+        return ParsedAssistant("invalid", stripped, error="more than one tool call in one turn")
+    block = blocks[0]
+    if text[block.end() :].strip():
+        return ParsedAssistant("invalid", stripped, error="text after the tool call")
+    before = text[: block.start()]
+    if "<tool_call>" in before or "</tool_call>" in before or "<tool_call>" in block.group(1):
+        return ParsedAssistant("invalid", stripped, error="broken or nested <tool_call>")
+    body = block.group(1)
+    if family == "json":
+        query, error = _query_from_json(body)
+    elif family == "xml":
+        query, error = _query_from_xml(body)
+    elif body.lstrip().startswith("<function="):
+        query, error = _query_from_xml(body)
+    else:
+        query, error = _query_from_json(body)
+    if query is None:
+        return ParsedAssistant("invalid", stripped, error=error)
+    query = query.strip()
+    if not query:
+        return ParsedAssistant("invalid", stripped, error="empty query")
+    if "<" in query or ">" in query:
+        return ParsedAssistant("invalid", stripped, error="query holds '<' or '>'")
+    return ParsedAssistant("tool", before.strip(), query=query)

@@ -1,0 +1,319 @@
+"""SFT warm start: teach the format with a scripted teacher before GRPO (stage 1 of seed 004).
+
+The base model rarely calls the tool and almost never ends with an `Answer:` line, so GRPO
+would start from groups whose rewards are all -0.1 (no signal). A scripted teacher fixes the
+format first:
+
+1. search the question with the local index;
+2. if no gold answer string appears in the evidence, search again with the top title appended;
+3. answer `Answer: <the gold string, spelled as the evidence spells it>`.
+
+Questions whose answer never shows up are skipped, so the teacher never answers without
+evidence. Only the TRAIN split is used. The conversation is rendered by the model's own chat
+template (native tool calls), and `cross_entropy` gets weight 1 on assistant tokens (their
+end-of-turn token included) and 0 on everything else (system prompt, question, observations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pytrio
+
+from helpers.train import (
+    MAX_TRAIN_CONTEXT_TOKENS,
+    RunDir,
+    TrainingDatum,
+    _result,
+    add_config_arguments,
+    config_from_args,
+    pack_micro_batches,
+    padded_tokens,
+)
+
+
+@dataclass
+class TeacherTrajectory:
+    """One scripted demonstration: the chat messages plus what the teacher did."""
+
+    example: Any
+    messages: list[dict[str, Any]]
+    queries: list[str]
+    answer: str
+
+    @property
+    def search_calls(self) -> int:
+        return len(self.queries)
+
+
+def find_answer_in(evidence: str, answers: Sequence[str]) -> str | None:
+    """The first gold answer found in the evidence, spelled as the evidence spells it.
+
+    Case-insensitive, on word boundaries, so 'Paris' does not match inside 'Parisian'.
+    """
+    for answer in answers:
+        answer = answer.strip()
+        if not answer:
+            continue
+        pattern = r"(?<!\w)" + re.escape(answer) + r"(?!\w)"
+        match = re.search(pattern, evidence, flags=re.IGNORECASE)
+        if match:
+            return match.group(0)
+    return None
+
+
+def _call_message(query: str, call_id: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "id": call_id, "function": {"name": "search", "arguments": {"query": query}}}],
+    }
+
+
+def truncate_observation(tokenizer, text: str, max_tokens: int | None) -> str:
+    """Cut an observation to the rollout's token budget so SFT sees what GRPO will see."""
+    if max_tokens is None:
+        return text
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) <= max_tokens:
+        return text
+    return tokenizer.decode(ids[:max_tokens])
+
+
+def teacher_trajectory(
+    example,
+    search_client,
+    tokenizer=None,
+    max_tool_response_tokens: int | None = None,
+) -> TeacherTrajectory | None:
+    """Script one demonstration for `example`, or None when the evidence never holds the answer."""
+    from helpers.protocol import build_messages, tool_message
+    from helpers.search import format_results
+
+    messages = build_messages(example.question)
+    queries: list[str] = []
+    query = example.question.strip()
+    first_title = None
+    for attempt in range(2):
+        result = search_client.search(query)
+        observation = format_results(result)
+        if tokenizer is not None:
+            observation = truncate_observation(tokenizer, observation, max_tool_response_tokens)
+        call_id = f"call_{attempt + 1}"
+        messages.append(_call_message(query, call_id))
+        messages.append(tool_message(call_id, observation))
+        queries.append(query)
+        found = find_answer_in(observation, example.answers)
+        if found is not None:
+            messages.append({"role": "assistant", "content": f"Answer: {found}"})
+            return TeacherTrajectory(example, messages, queries, found)
+        if not result.ok or not result.items:
+            return None
+        first_title = first_title or result.items[0].title.strip()
+        query = f"{example.question.strip()} {first_title}"
+    return None
+
+
+def build_sft_datum(tokenizer, messages: list[dict[str, Any]], max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS) -> TrainingDatum:
+    """Render the chat once; weight 1 on every assistant span (and its end-of-turn token) only.
+
+    Each assistant span is located by rendering the conversation up to it twice: with the
+    generation prompt (where sampling would start) and including the message (where it ends).
+    Both renders must be token prefixes of the full conversation, exactly as in the rollout.
+    """
+    from helpers.protocol import render_tokens
+
+    full = render_tokens(tokenizer, messages, add_generation_prompt=False)
+    weights = [0.0] * len(full)
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        start_tokens = render_tokens(tokenizer, messages[:index], add_generation_prompt=True)
+        end_tokens = render_tokens(tokenizer, messages[: index + 1], add_generation_prompt=False)
+        if full[: len(start_tokens)] != start_tokens or full[: len(end_tokens)] != end_tokens:
+            raise ValueError(
+                f"assistant message {index}: the chat template does not render the conversation "
+                "as a token prefix; this tokenizer cannot be used for multi-turn training"
+            )
+        end = len(end_tokens)
+        # The template closes a turn with end-of-turn plus a newline; train up to end-of-turn.
+        while end > len(start_tokens) and tokenizer.decode(full[end - 1 : end]).strip() == "":
+            end -= 1
+        for position in range(len(start_tokens), end):
+            weights[position] = 1.0
+    if not any(weights):
+        raise ValueError("the conversation has no assistant tokens to train on")
+    input_tokens, target_tokens, target_weights = full[:-1], full[1:], weights[1:]
+    if len(input_tokens) > max_tokens:
+        raise ValueError(f"SFT datum has {len(input_tokens)} tokens, more than {max_tokens}")
+    datum = pytrio.Datum(
+        model_input=pytrio.ModelInput.from_ints(input_tokens),
+        loss_fn_inputs={
+            "target_tokens": np.asarray(target_tokens, dtype=np.int64),
+            "weights": np.asarray(target_weights, dtype=np.float32),
+        },
+    )
+    return TrainingDatum(datum, len(input_tokens))
+
+
+def weight_sft_micro_batch(micro_batch: Sequence[TrainingDatum], total_samples: int) -> list[pytrio.Datum]:
+    """cross_entropy is linear in its weights: scale by n_k / N, as GRPO scales advantages."""
+    scale = np.float32(len(micro_batch) / total_samples)
+    return [
+        pytrio.Datum(
+            model_input=item.datum.model_input,
+            loss_fn_inputs={
+                "target_tokens": item.datum.loss_fn_inputs["target_tokens"].to_numpy(),
+                "weights": item.datum.loss_fn_inputs["weights"].to_numpy() * scale,
+            },
+        )
+        for item in micro_batch
+    ]
+
+
+# --------------------------------------------------------------------------- the SFT run
+
+
+@dataclass
+class SFTConfig:
+    model: str | None = None
+    backend: str | None = None
+    search_backend: str = "local"
+    split: str = "train"
+    limit: int | None = None  # questions to script (None: the whole train split)
+    epochs: int = 2
+    batch_size: int = 16  # datums per optimiser step
+    learning_rate: float = 2e-4
+    grad_clip_norm: float = 1.0
+    lora_rank: int = 16
+    max_tool_response_tokens: int = 512
+    micro_batch_datums: int = 16
+    micro_batch_tokens: int = 16384
+    seed: int = 0
+    out: str = "results/runs/sft"
+    resume: bool = True  # a finished SFT run in `out` is reused, not redone
+
+
+@dataclass
+class SFTResult:
+    state_path: str  # --init-from for GRPO (load_state)
+    sampler_path: str  # model_path for create_sampling_client / evaluate
+    demonstrations: int
+    skipped: int
+    steps: int
+    seconds: float
+    losses: list[float] = field(default_factory=list)
+
+
+def build_demonstrations(examples, search_client, tokenizer, max_tool_response_tokens=512, progress=True):
+    from tqdm.auto import tqdm
+
+    kept, skipped = [], 0
+    for example in tqdm(examples, desc="scripted teacher", disable=not progress):
+        demo = teacher_trajectory(example, search_client, tokenizer, max_tool_response_tokens)
+        if demo is None:
+            skipped += 1
+        else:
+            kept.append(demo)
+    return kept, skipped
+
+
+def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, progress: bool = True) -> SFTResult:
+    """Script demonstrations from the train split, fine-tune a LoRA on them, save a checkpoint."""
+    from tqdm.auto import tqdm
+
+    run = RunDir(config.out)
+    done = run.path / "result.json"
+    if config.resume and done.exists():
+        return SFTResult(**json.loads(done.read_text()))
+    from helpers import config as course_config
+    from helpers.engine import connect
+
+    if config.split != "train":
+        raise ValueError("the SFT teacher may only use the train split (evaluation questions must stay unseen)")
+    started = time.perf_counter()
+    model = config.model or course_config.default_model()
+    service = service or connect(config.backend)
+    training_client = service.create_lora_training_client(base_model=model, rank=config.lora_rank, seed=config.seed)
+    tokenizer = training_client.get_tokenizer()
+    if search_client is None:
+        from helpers.search import create_search_client
+
+        search_client = create_search_client(config.search_backend)
+    if examples is None:
+        from helpers.data import load_examples
+
+        examples = load_examples(config.split, limit=config.limit)
+    demos, skipped = build_demonstrations(examples, search_client, tokenizer, config.max_tool_response_tokens, progress)
+    if not demos:
+        raise RuntimeError("the scripted teacher found no answer in the evidence for any question; is the index built?")
+    with (run.path / "demonstrations.jsonl").open("w") as handle:
+        for demo in demos:
+            handle.write(json.dumps({"id": demo.example.id, "data_source": demo.example.data_source,
+                                     "queries": demo.queries, "answer": demo.answer}) + "\n")
+    datums = [build_sft_datum(tokenizer, demo.messages) for demo in demos]
+    adam = pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
+    rng = random.Random(config.seed)
+    losses: list[float] = []
+    steps = 0
+    batches_per_epoch = -(-len(datums) // config.batch_size)
+    bar = tqdm(total=config.epochs * batches_per_epoch, desc="SFT steps", disable=not progress)
+    for epoch in range(config.epochs):
+        order = list(range(len(datums)))
+        rng.shuffle(order)
+        for start in range(0, len(order), config.batch_size):
+            batch = [datums[i] for i in order[start : start + config.batch_size]]
+            loss_sum, token_count = 0.0, 0.0
+            for micro_batch in pack_micro_batches(batch, config.micro_batch_datums, config.micro_batch_tokens):
+                output = _result(training_client.forward_backward(
+                    weight_sft_micro_batch(micro_batch, len(batch)), loss_fn="cross_entropy"))
+                metrics = getattr(output, "metrics", {}) or {}
+                # Weighted loss_sum: divide by weight to report plain per-token NLL.
+                weight = len(micro_batch) / len(batch)
+                loss_sum += float(metrics.get("loss_sum", metrics.get("loss:sum", 0.0))) / weight
+                token_count += float(metrics.get("token_count", 0.0))
+            _result(training_client.optim_step(adam))
+            steps += 1
+            nll = loss_sum / token_count if token_count else float("nan")
+            losses.append(nll)
+            run.append_jsonl(run.metrics, {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch),
+                                           "padded_tokens": sum(padded_tokens(b) for b in [batch])})
+            bar.update(1)
+            bar.set_postfix(nll=f"{nll:.3f}")
+    bar.close()
+    name = Path(config.out).name
+    state = _result(training_client.save_state(f"{name}-state"))
+    sampler = _result(training_client.save_weights_for_sampler(f"{name}-sampler"))
+    result = SFTResult(
+        state_path=str(getattr(state, "path", state)),
+        sampler_path=str(getattr(sampler, "path", sampler)),
+        demonstrations=len(demos),
+        skipped=skipped,
+        steps=steps,
+        seconds=time.perf_counter() - started,
+        losses=losses,
+    )
+    run.write_json("config.json", {"sft": dataclasses.asdict(config), "model": model})
+    run.write_json("result.json", dataclasses.asdict(result))
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> SFTResult:
+    parser = argparse.ArgumentParser(prog="python -m helpers.sft", description="SFT warm start (scripted teacher)")
+    add_config_arguments(parser, SFTConfig)
+    result = run_sft(config_from_args(SFTConfig, parser.parse_args(argv)))
+    print(json.dumps({k: v for k, v in dataclasses.asdict(result).items() if k != "losses"}, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,695 @@
+"""From finished trajectories to one policy update, and the GRPO training loop (issue #5).
+
+The order of one step never changes (seed 8.3.7):
+    save_weights_and_get_sampling_client -> rollout_batch -> build_training_datums
+    -> pack_micro_batches -> forward_backward(importance_sampling) per micro-batch -> one optim_step
+
+Run it from a shell (`python -m helpers.train --help`) or from a notebook with the same
+`TrainConfig` object: `train(TrainConfig(max_steps=2), on_step=print)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pytrio
+
+MAX_TRAIN_CONTEXT_TOKENS = 8192
+
+
+# --------------------------------------------------------------------------- datums
+
+
+@dataclass
+class TrainingDatum:
+    """One trajectory as a PyTRIO Datum, plus its input length (what packing sorts by)."""
+
+    datum: pytrio.Datum
+    length: int
+
+
+def build_datum(trajectory, max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS) -> TrainingDatum:
+    """Stitch every assistant turn of a trajectory into one shifted training sequence.
+
+    The first prompt and each later observation delta (tool results, chat-template glue) are
+    context: old logprob 0 and advantage 0. Sampled assistant tokens keep their sampler logprobs
+    and carry the trajectory's advantage. The shift happens once, at the very end.
+    """
+    if not trajectory.turns:
+        raise ValueError("cannot build a training datum from a trajectory with no assistant turns")
+
+    full_tokens: list[int] = []
+    old_logprobs: list[float] = []
+    advantages: list[float] = []
+    assistant_tokens = 0
+
+    for index, turn in enumerate(trajectory.turns):
+        number = index + 1
+        if len(turn.completion_tokens) != len(turn.logprobs):
+            raise ValueError(
+                f"assistant turn {number}: {len(turn.completion_tokens)} completion tokens but "
+                f"{len(turn.logprobs)} logprobs; the sampler must return one logprob per token"
+            )
+        if index == 0:
+            delta = list(turn.prompt_tokens)
+        elif list(turn.prompt_tokens[: len(full_tokens)]) == full_tokens:
+            delta = list(turn.prompt_tokens[len(full_tokens) :])
+        else:
+            raise ValueError(
+                f"assistant turn {number}: its prompt does not continue the tokens gathered so far, "
+                "so the sampler logprobs cannot be aligned; build the next prompt by appending "
+                "tokens (helpers.rollout.build_next_prompt), never by re-rendering the chat"
+            )
+        full_tokens.extend(delta)
+        old_logprobs.extend([0.0] * len(delta))
+        advantages.extend([0.0] * len(delta))
+
+        full_tokens.extend(turn.completion_tokens)
+        old_logprobs.extend(float(x) for x in turn.logprobs)
+        advantages.extend([float(trajectory.advantage)] * len(turn.completion_tokens))
+        assistant_tokens += len(turn.completion_tokens)
+
+    if assistant_tokens == 0:
+        raise ValueError("cannot build a training datum from a trajectory with no assistant tokens")
+    if not (len(full_tokens) == len(old_logprobs) == len(advantages)):
+        raise ValueError("tokens, logprobs and advantages of the full trajectory differ in length")
+
+    input_tokens = full_tokens[:-1]
+    target_tokens = full_tokens[1:]
+    shifted_logprobs = old_logprobs[1:]
+    shifted_advantages = advantages[1:]
+    if not (len(input_tokens) == len(target_tokens) == len(shifted_logprobs) == len(shifted_advantages)):
+        raise ValueError("input, target, logprobs and advantages of the datum differ in length")
+    if len(input_tokens) > max_tokens:
+        raise ValueError(
+            f"datum has {len(input_tokens)} input tokens, more than the training context of "
+            f"{max_tokens}; lower max_trajectory_tokens in the rollout config"
+        )
+
+    datum = pytrio.Datum(
+        model_input=pytrio.ModelInput.from_ints(input_tokens),
+        loss_fn_inputs={
+            "target_tokens": np.asarray(target_tokens, dtype=np.int64),
+            "logprobs": np.asarray(shifted_logprobs, dtype=np.float32),
+            "advantages": np.asarray(shifted_advantages, dtype=np.float32),
+        },
+    )
+    return TrainingDatum(datum, len(input_tokens))
+
+
+def build_training_datums(trajectories: Sequence, max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS) -> list[TrainingDatum]:
+    """Datums for every trajectory that carries signal; zero advantage gives zero gradient."""
+    return [build_datum(t, max_tokens) for t in trajectories if t.advantage != 0.0]
+
+
+def padded_tokens(micro_batch: Sequence[TrainingDatum]) -> int:
+    """Tokens a padded batch really costs: every row is as long as the longest."""
+    return len(micro_batch) * max((item.length for item in micro_batch), default=0)
+
+
+def pack_micro_batches(
+    datums: Sequence[TrainingDatum],
+    max_datums: int = 8,
+    max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS,
+) -> list[list[TrainingDatum]]:
+    """First-fit decreasing by length under a cap on datums and on padded tokens per micro-batch.
+
+    Sorting longest first means each micro-batch's first datum sets its padded width, so similar
+    lengths end up together and padding stays small. A datum longer than `max_tokens` on its own
+    still gets a micro-batch of one (it already passed the training-context check).
+    """
+    if max_datums < 1 or max_tokens < 1:
+        raise ValueError("max_datums and max_tokens must both be at least 1")
+    batches: list[list[TrainingDatum]] = []
+    for item in sorted(datums, key=lambda d: d.length, reverse=True):
+        for batch in batches:
+            width = max(batch[0].length, item.length)
+            if len(batch) < max_datums and (len(batch) + 1) * width <= max_tokens:
+                batch.append(item)
+                break
+        else:
+            batches.append([item])
+    return batches
+
+
+def weight_micro_batch_for_global_mean(
+    micro_batch: Sequence[TrainingDatum], total_samples: int
+) -> list[pytrio.Datum]:
+    """Scale advantages by n_k / N so per-call means add up to the mean over the whole rollout.
+
+    forward_backward averages the loss over the datums of one call; the importance-sampling loss
+    is linear in the advantage, so this weight turns sum_k mean(L_k) into mean(L_global).
+    Targets and old logprobs are untouched.
+    """
+    if total_samples < len(micro_batch) or total_samples < 1:
+        raise ValueError(
+            f"total_samples ({total_samples}) must count every trajectory of the rollout, "
+            f"so it cannot be smaller than the micro-batch ({len(micro_batch)})"
+        )
+    weight = np.float32(len(micro_batch) / total_samples)
+    weighted = []
+    for item in micro_batch:
+        inputs = item.datum.loss_fn_inputs
+        weighted.append(
+            pytrio.Datum(
+                model_input=item.datum.model_input,
+                loss_fn_inputs={
+                    "target_tokens": inputs["target_tokens"].to_numpy(),
+                    "logprobs": inputs["logprobs"].to_numpy(),
+                    "advantages": inputs["advantages"].to_numpy() * weight,
+                },
+            )
+        )
+    return weighted
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _result(value):
+    """PyTRIO calls return futures; the local engine may too. Either way, give the value."""
+    return value.result() if hasattr(value, "result") and callable(value.result) else value
+
+
+def _output_logprobs(output, index: int) -> np.ndarray | None:
+    """Trainer logprobs of datum `index` from a forward_backward output, if it returned any."""
+    outputs = getattr(output, "loss_fn_outputs", None)
+    if outputs is None and isinstance(output, dict):
+        outputs = output.get("loss_fn_outputs")
+    if not outputs or index >= len(outputs):
+        return None
+    value = outputs[index].get("logprobs") if isinstance(outputs[index], dict) else None
+    if value is None:
+        return None
+    array = value.to_numpy() if hasattr(value, "to_numpy") else np.asarray(value)
+    return np.asarray(array, dtype=np.float64).reshape(-1)
+
+
+def sampler_trainer_kl(datums: Sequence[pytrio.Datum], outputs: Sequence) -> dict[str, float]:
+    """KL between the sampler that generated the tokens and the trainer that scores them.
+
+    Measured on sampled assistant tokens only (advantage != 0): k1 = mean(old - new) and the
+    always-positive k3 = mean(exp(new - old) - (new - old) - 1). Both are ~0 when sampler and
+    trainer agree; a large value means the importance ratio is doing real work (or a bug).
+    """
+    old_all, new_all = [], []
+    for datum, output, index in _pairs(datums, outputs):
+        new = _output_logprobs(output, index)
+        if new is None:
+            continue
+        inputs = datum.loss_fn_inputs
+        mask = inputs["advantages"].to_numpy().reshape(-1) != 0
+        old = inputs["logprobs"].to_numpy().reshape(-1).astype(np.float64)
+        if len(new) != len(old):
+            continue
+        old_all.append(old[mask])
+        new_all.append(new[mask])
+    if not old_all:
+        return {}
+    old = np.concatenate(old_all)
+    new = np.concatenate(new_all)
+    if old.size == 0:
+        return {}
+    diff = new - old
+    return {
+        "kl_sampler_trainer_k1": float(np.mean(-diff)),
+        "kl_sampler_trainer_k3": float(np.mean(np.expm1(diff) - diff)),
+        "trainer_logprob_mean": float(np.mean(new)),
+        "sampler_logprob_mean": float(np.mean(old)),
+    }
+
+
+def _pairs(datums, outputs):
+    """(datum, output-of-its-call, index-inside-that-call) for micro-batched results."""
+    position = 0
+    for output, size in outputs:
+        for index in range(size):
+            yield datums[position + index], output, index
+        position += size
+
+
+def _trajectory_length(trajectory) -> int:
+    if not trajectory.turns:
+        return 0
+    last = trajectory.turns[-1]
+    return len(last.prompt_tokens) + len(last.completion_tokens)
+
+
+def degenerate_groups(trajectories: Sequence) -> tuple[int, int]:
+    """(groups whose advantages are all zero, groups) — a degenerate group teaches nothing."""
+    groups: dict[Any, list] = {}
+    for item in trajectories:
+        groups.setdefault(item.question_index, []).append(item)
+    bad = sum(1 for group in groups.values() if all(item.advantage == 0.0 for item in group))
+    return bad, len(groups)
+
+
+def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
+    """What the seed asks to log about a batch of trajectories (also used by eval)."""
+    n = max(len(trajectories), 1)
+
+    def share(predicate) -> float:
+        return sum(1 for t in trajectories if predicate(t)) / n
+
+    def total(name: str) -> int:
+        return int(sum(getattr(t, name, 0) or 0 for t in trajectories))
+
+    bad, groups = degenerate_groups(trajectories)
+    lengths = [_trajectory_length(t) for t in trajectories]
+    assistant = [sum(len(turn.completion_tokens) for turn in t.turns) for t in trajectories]
+    return {
+        "trajectories": len(trajectories),
+        "reward_mean": float(np.mean([t.reward for t in trajectories])) if trajectories else 0.0,
+        "exact_match": share(lambda t: bool(t.exact_match)),
+        "valid_format_rate": share(lambda t: bool(t.valid_format)),
+        "search_calls_mean": total("search_calls") / n,
+        "no_search_share": share(lambda t: t.search_calls == 0),
+        "multi_search_share": share(lambda t: t.search_calls >= 2),
+        "failed_searches": total("failed_searches"),
+        "search_timeouts": total("search_timeouts"),
+        "truncated_observations": total("truncated_observations"),
+        "assistant_turns_mean": sum(len(t.turns) for t in trajectories) / n,
+        "trajectory_tokens_mean": float(np.mean(lengths)) if lengths else 0.0,
+        "trajectory_tokens_max": int(max(lengths, default=0)),
+        "assistant_tokens_mean": float(np.mean(assistant)) if assistant else 0.0,
+        "degenerate_groups": bad,
+        "degenerate_group_share": bad / groups if groups else 0.0,
+    }
+
+
+# --------------------------------------------------------------------------- config and CLI
+
+
+@dataclass
+class TrainConfig:
+    """Everything one GRPO run depends on; the CLI flags are these fields with dashes."""
+
+    model: str | None = None  # None: helpers.config.default_model()
+    backend: str | None = None  # 'local' or 'pytrio'; None: COURSE_BACKEND or local
+    max_steps: int = 20
+    questions_per_batch: int = 16
+    group_size: int = 8
+    max_search_calls: int = 4
+    max_assistant_turns: int = 6
+    max_assistant_tokens: int = 256
+    max_tool_response_tokens: int = 512
+    max_trajectory_tokens: int = 4096
+    search_backend: str = "local"
+    search_concurrency: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    learning_rate: float = 5e-5
+    grad_clip_norm: float = 1.0
+    lora_rank: int = 16
+    seed: int = 0
+    save_every: int = 5
+    micro_batch_datums: int = 16
+    micro_batch_tokens: int = 16384
+    split: str = "train"
+    data_source: str | None = None
+    limit: int | None = None  # use only the first N questions of the split (tiny runs)
+    init_from: str | None = None  # an SFT checkpoint (save_state path) to start from
+    out: str = "results/runs/grpo"
+    max_minutes: float | None = None  # stop (with a checkpoint) before this wall-clock budget
+    resume: bool = True  # continue from the last checkpoint in `out` if there is one
+
+    def rollout_config(self, step: int = 0):
+        from helpers.rollout import RolloutConfig
+
+        return RolloutConfig(
+            group_size=self.group_size,
+            max_search_calls=self.max_search_calls,
+            max_assistant_turns=self.max_assistant_turns,
+            max_assistant_tokens=self.max_assistant_tokens,
+            max_tool_response_tokens=self.max_tool_response_tokens,
+            max_trajectory_tokens=self.max_trajectory_tokens,
+            search_concurrency=self.search_concurrency,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            seed=self.seed * 100_003 + step,  # a fixed seed per step: a resumed step resamples the same
+        )
+
+    def resolved_model(self) -> str:
+        from helpers import config
+
+        return self.model or config.default_model()
+
+
+def _field_type(f: dataclasses.Field) -> type:
+    text = str(f.type)
+    for name, kind in (("bool", bool), ("int", int), ("float", float)):
+        if text.startswith(name):
+            return kind
+    return str
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, cls, defaults=None) -> None:
+    """One --flag per dataclass field (underscores become dashes); bools become --x/--no-x."""
+    defaults = defaults or cls()
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        kind = _field_type(f)
+        if kind is bool:
+            parser.add_argument(flag, dest=f.name, default=default, action=argparse.BooleanOptionalAction)
+        else:
+            parser.add_argument(flag, dest=f.name, type=kind, default=default, help=f"(default: {default})")
+
+
+def config_from_args(cls, args: argparse.Namespace):
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+# --------------------------------------------------------------------------- run directory
+
+
+class RunDir:
+    """One folder per run: config.json, command.txt, metrics.jsonl, checkpoints.jsonl, final.json."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.metrics = self.path / "metrics.jsonl"
+        self.checkpoints = self.path / "checkpoints.jsonl"
+
+    def write_json(self, name: str, value: Any) -> Path:
+        target = self.path / name
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        tmp.write_text(json.dumps(value, indent=2, default=str))
+        tmp.replace(target)  # atomic: a kill never leaves half a file
+        return target
+
+    def read_jsonl(self, path: Path) -> list[dict]:
+        if not path.exists():
+            return []
+        rows = []
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a line cut by a kill: everything after it is untrusted
+        return rows
+
+    def append_jsonl(self, path: Path, row: dict) -> None:
+        with path.open("a") as handle:
+            handle.write(json.dumps(row, default=_json_default) + "\n")
+            handle.flush()
+
+    def last_checkpoint(self) -> dict | None:
+        rows = self.read_jsonl(self.checkpoints)
+        return rows[-1] if rows else None
+
+    def keep_metrics_before(self, step: int) -> None:
+        """Drop metric rows of steps a resumed run will redo, so every step is logged once."""
+        rows = [row for row in self.read_jsonl(self.metrics) if row.get("step", -1) < step]
+        tmp = self.metrics.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(row, default=_json_default) + "\n" for row in rows))
+        tmp.replace(self.metrics)
+
+
+def _json_default(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return str(value)
+
+
+# --------------------------------------------------------------------------- data order
+
+
+def batch_for_step(examples: Sequence, step: int, size: int, seed: int) -> list:
+    """The questions of one step, a pure function of (step, seed): resuming replays the same order.
+
+    Each pass over the data is a fresh seeded permutation, so a long run sees every question
+    once per epoch.
+    """
+    if not examples:
+        raise ValueError("no training examples: run helpers.data.prepare_data() or check the split name")
+    n = len(examples)
+    orders: dict[int, list[int]] = {}
+    batch = []
+    for position in range(step * size, step * size + size):
+        epoch, offset = divmod(position, n)
+        if epoch not in orders:
+            orders[epoch] = list(range(n))
+            random.Random(seed * 1_000_003 + epoch).shuffle(orders[epoch])
+        batch.append(examples[orders[epoch][offset]])
+    return batch
+
+
+# --------------------------------------------------------------------------- one step
+
+
+def optimise(
+    training_client,
+    datums: Sequence[TrainingDatum],
+    total_samples: int,
+    adam_params,
+    max_datums: int = 8,
+    max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS,
+) -> dict[str, float]:
+    """Micro-batched forward_backward on importance_sampling, then a single optim_step."""
+    micro_batches = pack_micro_batches(datums, max_datums=max_datums, max_tokens=max_tokens)
+    sent: list[pytrio.Datum] = []
+    outputs: list[tuple[Any, int]] = []
+    trainer: dict[str, float] = {}
+    for micro_batch in micro_batches:
+        weighted = weight_micro_batch_for_global_mean(micro_batch, total_samples=total_samples)
+        output = _result(training_client.forward_backward(weighted, loss_fn="importance_sampling"))
+        sent.extend(weighted)
+        outputs.append((output, len(weighted)))
+        for key, value in (getattr(output, "metrics", None) or {}).items():
+            if isinstance(value, (int, float)):
+                trainer[f"trainer/{key}"] = trainer.get(f"trainer/{key}", 0.0) + float(value)
+    if micro_batches:
+        _result(training_client.optim_step(adam_params))
+    trained = sum(int(np.count_nonzero(d.loss_fn_inputs["advantages"].to_numpy())) for d in sent)
+    real = sum(item.length for item in datums)
+    padded = sum(padded_tokens(batch) for batch in micro_batches)
+    return {
+        "datums": len(datums),
+        "micro_batches": len(micro_batches),
+        "trained_tokens": trained,
+        "input_tokens": real,
+        "padded_tokens": padded,
+        "padding_share": (padded - real) / padded if padded else 0.0,
+        **sampler_trainer_kl(sent, outputs),
+        **trainer,
+    }
+
+
+def train_step(
+    training_client,
+    tokenizer,
+    search_client,
+    batch: Sequence,
+    config: TrainConfig,
+    step: int = 0,
+    adam_params=None,
+    progress: bool = False,
+) -> tuple[dict[str, float], list]:
+    """One GRPO step in the seed's order; returns (metrics, trajectories)."""
+    from helpers.rollout import rollout_batch
+
+    adam_params = adam_params or adam_for(config)
+    started = time.perf_counter()
+    # Export the current LoRA first: the old logprobs must come from the policy before this update.
+    sampling_client = training_client.save_weights_and_get_sampling_client()
+    synced = time.perf_counter()
+    stats_before = _search_stats(search_client)
+    trajectories = rollout_batch(
+        sampling_client, tokenizer, search_client, list(batch), config.rollout_config(step), progress=progress
+    )
+    rolled = time.perf_counter()
+    rollout_stats = getattr(trajectories, "stats", None)
+    stats_after = _search_stats(search_client)
+    datums = build_training_datums(trajectories)
+    update = optimise(
+        training_client,
+        datums,
+        total_samples=len(trajectories),
+        adam_params=adam_params,
+        max_datums=config.micro_batch_datums,
+        max_tokens=config.micro_batch_tokens,
+    )
+    done = time.perf_counter()
+    metrics = {
+        "step": step,
+        **rollout_metrics(trajectories),
+        **update,
+        "search_requests": stats_after.get("requests", 0) - stats_before.get("requests", 0),
+        "search_errors": stats_after.get("errors", 0) - stats_before.get("errors", 0),
+        "search_timeouts_backend": stats_after.get("timeouts", 0) - stats_before.get("timeouts", 0),
+        # Searches run concurrently, so this is summed latency, not wall time.
+        "time_search_latency_sum": stats_after.get("total_latency", 0.0) - stats_before.get("total_latency", 0.0),
+        "time_sync_weights": synced - started,
+        "time_rollout": rolled - synced,
+        # Inside the rollout: wall time spent sampling and waiting on search, turn by turn.
+        "time_sampling": getattr(rollout_stats, "sampling_seconds", float("nan")),
+        "time_search": getattr(rollout_stats, "search_seconds", float("nan")),
+        "time_training": done - rolled,
+        "time_step": done - started,
+        "learning_rate": adam_params.learning_rate,
+    }
+    for reason, count in (getattr(rollout_stats, "end_reasons", None) or {}).items():
+        metrics[f"end/{reason}"] = count
+    return metrics, trajectories
+
+
+def adam_for(config: TrainConfig) -> pytrio.AdamParams:
+    return pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
+
+
+def _search_stats(search_client) -> dict[str, float]:
+    stats = getattr(search_client, "stats", None)
+    if stats is None:
+        return {}
+    values = dict(stats.as_dict())
+    values["total_latency"] = getattr(stats, "total_latency", 0.0)
+    return values
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+@dataclass
+class TrainingSession:
+    """The long-lived objects of a run, so a notebook can step it by hand."""
+
+    config: TrainConfig
+    service: Any
+    training_client: Any
+    tokenizer: Any
+    search_client: Any
+    examples: list
+    run: RunDir
+    start_step: int = 0
+    history: list[dict] = field(default_factory=list)
+
+
+def open_session(config: TrainConfig, service=None, search_client=None, examples=None) -> TrainingSession:
+    """Connect, create the LoRA trainer, load data; resume from `config.out` if it has a checkpoint."""
+    from helpers.engine import connect
+
+    run = RunDir(config.out)
+    service = service or connect(config.backend)
+    model = config.resolved_model()
+    training_client = service.create_lora_training_client(base_model=model, rank=config.lora_rank, seed=config.seed)
+    start_step = 0
+    last = run.last_checkpoint() if config.resume else None
+    if last is not None:
+        load = getattr(training_client, "load_state_with_optimizer", None) or training_client.load_state
+        _result(load(last["path"]))
+        start_step = int(last["step"])
+    elif config.init_from:
+        _result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
+    if start_step == 0 and not config.resume:
+        for stale in (run.metrics, run.checkpoints):
+            stale.unlink(missing_ok=True)
+    run.keep_metrics_before(start_step)
+    tokenizer = training_client.get_tokenizer()
+    if search_client is None:
+        from helpers.search import create_search_client
+
+        search_client = create_search_client(config.search_backend)
+    if examples is None:
+        from helpers.data import load_examples
+
+        examples = load_examples(config.split, data_source=config.data_source, limit=config.limit)
+    run.write_json("config.json", {"train": dataclasses.asdict(config), "model": model})
+    return TrainingSession(config, service, training_client, tokenizer, search_client, list(examples), run, start_step)
+
+
+def save_checkpoint(session: TrainingSession, steps_done: int) -> str:
+    """save_state (weights + optimiser) and record it; `steps_done` steps are inside it."""
+    name = f"{Path(session.config.out).name}-step{steps_done:05d}"
+    response = _result(session.training_client.save_state(name))
+    path = getattr(response, "path", response)
+    session.run.append_jsonl(session.run.checkpoints, {"step": steps_done, "path": str(path), "time": time.time()})
+    return str(path)
+
+
+def train(
+    config: TrainConfig,
+    on_step: Callable[[dict], None] | None = None,
+    session: TrainingSession | None = None,
+    progress: bool = True,
+) -> dict:
+    """Run (or resume) GRPO until max_steps or the time budget; returns a summary dict.
+
+    `on_step(metrics)` is called after every step (a live plot, a dashboard, print).
+    Metrics go to <out>/metrics.jsonl, checkpoints every `save_every` steps and at the end.
+    """
+    from tqdm.auto import tqdm
+
+    session = session or open_session(config)
+    run = session.run
+    adam = adam_for(config)
+    started = time.perf_counter()
+    step = session.start_step
+    last_saved = session.start_step
+    step_times: list[float] = []
+    bar = tqdm(total=config.max_steps, initial=step, desc="GRPO steps", disable=not progress)
+    stopped_for_time = False
+    while step < config.max_steps:
+        if config.max_minutes is not None and step_times:
+            elapsed = time.perf_counter() - started
+            if elapsed + max(step_times[-3:]) > config.max_minutes * 60:
+                stopped_for_time = True
+                break
+        batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed)
+        metrics, _ = train_step(
+            session.training_client, session.tokenizer, session.search_client, batch, config, step, adam
+        )
+        metrics["wall_time"] = time.time()
+        run.append_jsonl(run.metrics, metrics)
+        session.history.append(metrics)
+        step_times.append(metrics["time_step"])
+        step += 1
+        bar.update(1)
+        bar.set_postfix(reward=f"{metrics['reward_mean']:.2f}", em=f"{metrics['exact_match']:.2f}",
+                        searches=f"{metrics['search_calls_mean']:.1f}")
+        if on_step is not None:
+            on_step(metrics)
+        if config.save_every and step % config.save_every == 0:
+            save_checkpoint(session, step)
+            last_saved = step
+    bar.close()
+    if step != last_saved:
+        save_checkpoint(session, step)
+    summary = {
+        "steps_done": step,
+        "finished": step >= config.max_steps,
+        "stopped_for_time": stopped_for_time,
+        "seconds": time.perf_counter() - started,
+        "checkpoint": (run.last_checkpoint() or {}).get("path"),
+    }
+    if summary["finished"]:
+        response = _result(session.training_client.save_weights_for_sampler(f"{Path(config.out).name}-final"))
+        summary["sampler_path"] = str(getattr(response, "path", response))
+    run.write_json("summary.json", summary)
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m helpers.train", description=__doc__.split("\n")[0])
+    add_config_arguments(parser, TrainConfig)
+    config = config_from_args(TrainConfig, parser.parse_args(argv))
+    import sys
+
+    RunDir(config.out).write_json("command.json", {"argv": ["python", "-m", "helpers.train", *(argv or sys.argv[1:])]})
+    summary = train(config)
+    print(json.dumps(summary, indent=2))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Budgets for the notebooks, per profile, and the sliders that move them.
+
+COURSE_PROFILE=fast shrinks every number (the tests use it); nothing else changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as widgets
+
+from helpers import config
+
+FAST = {
+    "questions": 1,
+    "group_size": 3,
+    "max_search_calls": 1,
+    "max_assistant_turns": 3,
+    "max_assistant_tokens": 64,
+    "max_tool_response_tokens": 96,
+    "max_trajectory_tokens": 1024,
+    "temperature": 1.0,
+    "eval_questions": 2,
+    "sft_steps": 2,
+    "grpo_steps": 2,
+}
+FULL = {
+    "questions": 2,
+    "group_size": 4,
+    "max_search_calls": 3,
+    "max_assistant_turns": 4,
+    "max_assistant_tokens": 192,
+    "max_tool_response_tokens": 384,
+    "max_trajectory_tokens": 3072,
+    "temperature": 1.0,
+    "eval_questions": 20,
+    "sft_steps": 20,
+    "grpo_steps": 10,
+}
+
+# (minimum, maximum, step) of the sliders in notebook 05 and the playground.
+SLIDERS = {
+    "max_search_calls": (0, 4, 1),
+    "group_size": (1, 8, 1),
+    "max_tool_response_tokens": (16, 1024, 16),
+    "temperature": (0.1, 1.5, 0.1),
+}
+
+
+def budgets(name: str | None = None) -> dict[str, Any]:
+    """A fresh copy of the budgets of the current profile (or of `name`)."""
+    name = name or config.profile()
+    if name not in {"fast", "full"}:
+        raise ValueError(f"profile must be 'fast' or 'full', got {name!r}")
+    return dict(FAST if name == "fast" else FULL)
+
+
+def rollout_kwargs(values: dict[str, Any]) -> dict[str, Any]:
+    """The RolloutConfig fields among a budgets dict."""
+    keys = ("group_size", "max_search_calls", "max_assistant_turns", "max_assistant_tokens",
+            "max_tool_response_tokens", "max_trajectory_tokens", "temperature")
+    return {key: values[key] for key in keys if key in values}
+
+
+def budget_sliders(values: dict[str, Any] | None = None) -> dict[str, widgets.Widget]:
+    """One slider per budget; continuous_update=False so a drag re-runs once, on release."""
+    values = values or budgets()
+    out: dict[str, widgets.Widget] = {}
+    for name, (low, high, step) in SLIDERS.items():
+        value = values.get(name, low)
+        cls = widgets.FloatSlider if isinstance(step, float) else widgets.IntSlider
+        out[name] = cls(
+            value=value, min=low, max=high, step=step, description=name,
+            continuous_update=False, style={"description_width": "170px"},
+            layout=widgets.Layout(width="460px"),
+        )
+        out[name].add_class(f"srt-slider-{name}")
+    return out

@@ -1,0 +1,73 @@
+// Token strip view. Token text is untrusted and only ever set through textContent.
+function node(tag, className, text) {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined && text !== null) element.textContent = String(text);
+  return element;
+}
+
+function colour(row) {
+  if (row.role === "prompt") return "rgba(150,150,150,0.25)";
+  if (row.role === "observation") return "rgba(42,127,143,0.22)";
+  const advantage = Number(row.advantage) || 0;
+  if (!advantage) return "rgba(150,150,150,0.45)";
+  const alpha = 0.3 + 0.6 * Math.min(1, Math.abs(advantage));
+  return advantage > 0 ? `rgba(46,160,67,${alpha})` : `rgba(218,54,51,${alpha})`;
+}
+
+function visible(text) {
+  // Show whitespace-only tokens so every position is clickable.
+  if (text === "") return "∅";
+  return text.replace(/\n/g, "↵\n");
+}
+
+function describe(row) {
+  const logprob = row.logprob === null ? "—" : Number(row.logprob).toFixed(3);
+  const advantage = (row.advantage > 0 ? "+" : "") + Number(row.advantage).toFixed(2);
+  return `#${row.position} · id ${row.id} · text ${JSON.stringify(row.text)} · ${row.role} · ` +
+    `old logprob ${logprob} · advantage ${advantage} · mask ${row.mask}`;
+}
+
+function render({ model, el }) {
+  const root = node("div", "srt-strip");
+  root.dataset.testid = "token-strip";
+  el.appendChild(root);
+
+  function draw() {
+    const rows = model.get("rows") || [];
+    root.replaceChildren();
+    const legend = node("div", "srt-legend");
+    [["prompt", "rgba(150,150,150,0.25)"], ["observation (mask 0)", "rgba(42,127,143,0.22)"],
+     ["assistant A>0", "rgba(46,160,67,0.7)"], ["assistant A<0", "rgba(218,54,51,0.7)"],
+     ["assistant A=0", "rgba(150,150,150,0.45)"]].forEach(([label, background]) => {
+      const item = node("span", null, label);
+      item.style.background = background;
+      legend.appendChild(item);
+    });
+    root.appendChild(legend);
+    const info = node("div", "srt-strip-info", "hover or click a token");
+    info.dataset.testid = "token-info";
+    const strip = node("div", "srt-strip-tokens");
+    const active = model.get("active");
+    rows.forEach((row) => {
+      const span = node("span", `srt-tok srt-tok-${row.role}` + (row.position === active ? " srt-tok-active" : ""), visible(row.text));
+      span.dataset.testid = "token";
+      span.style.background = colour(row);
+      span.title = describe(row);
+      span.addEventListener("mouseenter", () => { info.textContent = describe(row); });
+      span.addEventListener("click", () => { model.set("active", row.position); model.save_changes(); });
+      strip.appendChild(span);
+    });
+    const chosen = rows.find((row) => row.position === active);
+    if (chosen) info.textContent = describe(chosen);
+    root.appendChild(info);
+    root.appendChild(strip);
+  }
+
+  draw();
+  model.on("change:rows", draw);
+  model.on("change:active", draw);
+  return () => { model.off("change:rows", draw); model.off("change:active", draw); };
+}
+
+export default { render };

@@ -1,0 +1,121 @@
+// Rollout tree view. Untrusted text is only ever assigned through textContent.
+function node(tag, className, text) {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined && text !== null) element.textContent = String(text);
+  return element;
+}
+
+function signed(value) {
+  const number = Number(value) || 0;
+  return (number > 0 ? "+" : "") + number.toFixed(2);
+}
+
+function shorten(text, limit) {
+  const flat = String(text || "").replace(/\s+/g, " ").trim();
+  return flat.length <= limit ? flat : flat.slice(0, limit - 1) + "…";
+}
+
+function colour(advantage) {
+  if (!advantage) return "rgba(150,150,150,0.45)";
+  const alpha = 0.3 + 0.6 * Math.min(1, Math.abs(advantage));
+  return advantage > 0 ? `rgba(46,160,67,${alpha})` : `rgba(218,54,51,${alpha})`;
+}
+
+function turnChip(turn, number) {
+  const chip = node("span", `srt-turn srt-${turn.kind}`);
+  chip.dataset.testid = "tree-turn";
+  if (turn.kind === "tool") {
+    chip.appendChild(node("span", "srt-icon", "🔍"));
+    chip.appendChild(node("span", "srt-query", shorten(turn.query, 48)));
+    const size = turn.observation_tokens === null ? "no obs" : `${turn.observation_tokens} tok`;
+    chip.appendChild(node("span", "srt-obs" + (turn.cut ? " srt-cut" : ""), turn.cut ? `${size} ✂ cut` : size));
+  } else if (turn.kind === "invalid") {
+    chip.appendChild(node("span", "srt-icon", "⚠"));
+    chip.appendChild(node("span", null, shorten(turn.text, 40) || "(empty)"));
+  } else {
+    chip.appendChild(node("span", "srt-icon", "✎"));
+    chip.appendChild(node("span", null, shorten(turn.text, 40) || "(empty)"));
+  }
+  chip.title = `turn ${number}: ${turn.kind} (${turn.tokens} tokens)`;
+  return chip;
+}
+
+function details(leaf) {
+  const box = node("div", "srt-details");
+  box.dataset.testid = "tree-details";
+  box.appendChild(node("div", "srt-details-title",
+    `τ${leaf.index}: reward ${signed(leaf.reward)}, advantage ${signed(leaf.advantage)}, ` +
+    `format ${leaf.valid_format ? "valid" : "invalid"}, exact match ${leaf.exact_match ? "yes" : "no"}`));
+  leaf.turns.forEach((turn, position) => {
+    const block = node("div", "srt-detail-turn");
+    block.dataset.testid = "tree-detail-turn";
+    block.appendChild(node("div", "srt-detail-head", `turn ${position + 1} · assistant · ${turn.kind} · ${turn.tokens} tokens`));
+    block.appendChild(node("pre", "srt-pre srt-assistant-text", turn.text));
+    if (turn.observation !== null) {
+      const head = `observation · ${turn.observation_tokens === null ? "?" : turn.observation_tokens} tokens` +
+        (turn.cut ? " · cut to the budget" : "");
+      block.appendChild(node("div", "srt-detail-head srt-observation-head", head));
+      block.appendChild(node("pre", "srt-pre srt-observation-text", turn.observation));
+    }
+    box.appendChild(block);
+  });
+  return box;
+}
+
+function render({ model, el }) {
+  const root = node("div", "srt-tree");
+  root.dataset.testid = "tree-widget";
+  el.appendChild(root);
+
+  function draw() {
+    const data = model.get("data") || { leaves: [] };
+    const selected = model.get("selected");
+    root.replaceChildren();
+
+    const head = node("div", "srt-root");
+    head.dataset.testid = "tree-root";
+    head.appendChild(node("span", "srt-root-label", "question"));
+    head.appendChild(node("span", "srt-question", data.question));
+    head.appendChild(node("span", "srt-gold", "gold: " + (data.answers || []).join(" | ")));
+    root.appendChild(head);
+
+    const branches = node("div", "srt-branches");
+    (data.leaves || []).forEach((leaf) => {
+      const row = node("div", "srt-leaf" + (leaf.index === selected ? " srt-selected" : ""));
+      row.dataset.testid = "tree-leaf";
+      row.dataset.index = String(leaf.index);
+      row.style.borderLeftColor = colour(leaf.advantage);
+      row.appendChild(node("span", "srt-leaf-name", `τ${leaf.index}`));
+      const turns = node("span", "srt-turns");
+      leaf.turns.forEach((turn, position) => {
+        if (position > 0) turns.appendChild(node("span", "srt-arrow", "→"));
+        turns.appendChild(turnChip(turn, position + 1));
+      });
+      row.appendChild(turns);
+      const score = node("span", "srt-score", `r ${signed(leaf.reward)} · A ${signed(leaf.advantage)}`);
+      score.style.background = colour(leaf.advantage);
+      row.appendChild(score);
+      row.addEventListener("click", () => {
+        model.set("selected", leaf.index === model.get("selected") ? -1 : leaf.index);
+        model.save_changes();
+      });
+      branches.appendChild(row);
+    });
+    if (!(data.leaves || []).length) branches.appendChild(node("div", "srt-empty", "no trajectories yet"));
+    root.appendChild(branches);
+
+    const chosen = (data.leaves || []).find((leaf) => leaf.index === selected);
+    if (chosen) root.appendChild(details(chosen));
+  }
+
+  draw();
+  model.on("change:data", draw);
+  model.on("change:selected", draw);
+  return () => {
+    model.off("change:data", draw);
+    model.off("change:selected", draw);
+  };
+}
+
+export default { render };

@@ -1,0 +1,143 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 00 · Set-up and a tour of the course
+#
+# **What you will build in this course.** A small language model that decides *by itself* when to
+# search, what to type into the search box, when it has read enough, and what to answer. It learns
+# this from nothing but questions and their reference answers: no human-written search queries, no
+# example trajectories. The recipe is Search-R1: roll out several attempts per question, give each
+# attempt a score at the very end, and push the model towards the attempts that scored above their
+# group's average (GRPO).
+#
+# **What this notebook needs.** Only a working set-up (`make setup`). It checks which engine and
+# model you have, samples one answer, and shows the road map.
+#
+# The code lives in the `helpers` package, one module per stage. The notebooks never re-implement
+# it: they import it, take it apart and look inside with widgets.
+#
+# ```
+# helpers.data      questions + reference answers            (01)
+# helpers.protocol  the prompt, the search tool, the parser  (02)
+# helpers.reward    score the final answer                   (03)
+# helpers.search    the environment: search backends         (04)
+# helpers.rollout   multi-turn rollouts, groups, advantages  (05, 06)
+# helpers.train     observation mask, Datum, micro-batches   (07, 08, 09)
+# helpers.eval      evaluate base model vs checkpoint        (10)
+# ```
+
+# %% [markdown]
+# ## The profile: one switch for every budget
+#
+# `COURSE_PROFILE=fast` (what the tests use) picks the small SmolLM2-135M model and tiny budgets, so
+# every notebook runs in a minute or two on a laptop CPU. The default `full` profile uses
+# Qwen2.5-0.5B and budgets closer to a real run. Nothing else changes between the two.
+
+# %%
+from helpers import config
+from helpers.widgets import budgets
+
+print("profile:", config.profile())
+print("model:  ", config.default_model())
+print("device: ", config.device(), "| dtype:", config.dtype())
+budgets()
+
+# %% [markdown]
+# ## The engine
+#
+# Training and sampling go through the PyTRIO client API. `helpers.engine.connect()` gives you the
+# *local* engine: the same calls (`create_sampling_client`, `sample`, `forward_backward`,
+# `optim_step`, …) running on your own CPU or GPU. Set `COURSE_BACKEND=pytrio` to send them to the
+# hosted service instead; the notebooks do not change.
+
+# %%
+from helpers.widgets.course import engine
+
+current = engine()
+sampler, tokenizer = current.sampler, current.tokenizer
+print(type(current.service).__module__, "→", current.model)
+print("vocabulary:", len(tokenizer), "tokens")
+
+# %% [markdown]
+# ## One sampled answer
+#
+# The prompt is built by `helpers.protocol` from a question: a system message with the rules of the
+# game, the `search` tool rendered by the model's own chat template, and the question. The sampler
+# returns token ids, their log-probabilities under the model and the decoded text. The untrained
+# model rarely follows the rules: that is what the rest of the course fixes.
+
+# %%
+import pytrio as trio
+
+from helpers.protocol import build_messages, build_prompt, parse_assistant, stop_sequences
+
+question = "What country was the author of The Little Prince born in?"
+prompt_tokens = build_prompt(tokenizer, build_messages(question))
+response = sampler.sample(
+    prompt=trio.ModelInput.from_ints(prompt_tokens),
+    num_samples=1,
+    sampling_params=trio.SamplingParams(max_tokens=budgets()["max_assistant_tokens"], temperature=1.0,
+                                        seed=0, stop=stop_sequences(tokenizer)),
+).result()
+sequence = response.sequences[0]
+print(f"prompt: {len(prompt_tokens)} tokens; completion: {len(sequence.tokens)} tokens, stopped by {sequence.stop_reason!r}")
+print(sequence.text)
+print("parsed as:", parse_assistant(sequence.text).kind)
+
+# %% [markdown]
+# Each sampled token comes with the log-probability the model gave it. These *old log-probs* are
+# kept with the tokens all the way to the training step (notebooks 06–08).
+
+# %%
+for token, logprob in list(zip(sequence.tokens, sequence.logprobs))[:10]:
+    print(f"{token:>6}  {tokenizer.decode([token])!r:<16} {logprob:8.3f}")
+
+# %% [markdown]
+# ## The road map
+#
+# | notebook | idea |
+# | --- | --- |
+# | 01 | the data: questions and reference answers, nothing else |
+# | 02 | the protocol: the search tool and a strict three-way parser |
+# | 03 | the reward: 1, 0 or −0.1 for the final line only |
+# | 04 | search as the environment: backends, evidence text, budgets |
+# | 05 | the rollout tree: a shared root, branches, concurrency |
+# | 06 | token continuity: never re-tokenise what the sampler produced |
+# | 07 | the observation mask and the training Datum |
+# | 08 | group advantages, micro-batches and the loss normalisation |
+# | 09 | the training run: SFT warm start, then GRPO, with a live dashboard |
+# | 10 | evaluation and analysis, and the trained agent answering your question |
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. How many tokens does `"Answer: France"` take in this tokenizer (no special tokens)? Replace
+#    `None` and run the cell.
+
+# %%
+from helpers.widgets.exercises import check_token_count
+
+my_count = None  # your answer
+check_token_count(tokenizer, "Answer: France", my_count)
+
+# %% [markdown]
+# 2. Switch the profile: restart the kernel with `COURSE_PROFILE=fast` (or `full`) in the
+#    environment and run the first cells again. Which numbers in `budgets()` change?
+#
+# ### Solution
+
+# %% tags=["solution"]
+check_token_count(tokenizer, "Answer: France", len(tokenizer.encode("Answer: France", add_special_tokens=False)))

@@ -1,0 +1,126 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · The protocol: one tool, and a strict parser
+#
+# **What you will build.** The contract between the model and its environment: how a question becomes
+# a prompt, how the model asks for a search, and how each assistant turn is read as exactly one of
+# three actions — *search*, *answer* or *invalid*.
+#
+# **What you need.** A question from notebook 01 and the tokenizer from notebook 00.
+#
+# The model gets a single function, `search(query)`. It is described as a JSON schema and rendered by
+# the model's **own** chat template, so the model writes calls in the format it was instruction-tuned
+# on (`<tool_call>{"name": "search", "arguments": {...}}</tool_call>` for Qwen2.5 and the course's
+# SmolLM2 template). The Search-R1 paper used home-made tags such as `<search>…</search>`; both carry
+# the same meaning for RL: the assistant emits an action we train, the environment answers with an
+# observation we do not train.
+
+# %%
+import json
+
+from helpers.protocol import SEARCH_TOOL, build_messages, build_prompt, parse_assistant, render_chat, stop_sequences
+from helpers.widgets.course import engine
+
+tokenizer = engine().tokenizer
+print(json.dumps(SEARCH_TOOL, indent=2))
+
+# %% [markdown]
+# ## The prompt
+#
+# `build_messages` writes the rules (search when you need evidence, one call per turn, finish with one
+# line `Answer: <short answer>`, never call and answer in the same turn) plus a worked example, then
+# the question. `build_prompt` renders it with the tool schema and ends with the assistant header, so
+# the next token the model writes is the start of its turn.
+
+# %%
+messages = build_messages("What country was the author of The Little Prince born in?")
+text = render_chat(tokenizer, messages, add_generation_prompt=True)
+prompt_tokens = build_prompt(tokenizer, messages)
+print(text)
+print(f"--- {len(text)} characters, {len(prompt_tokens)} tokens; the sampler stops on {stop_sequences(tokenizer)}")
+
+# %% [markdown]
+# ## Three actions, no "stop" action
+#
+# `parse_assistant(text)` returns a `ParsedAssistant(kind, content, query)`:
+#
+# - **tool** — exactly one complete call, a non-empty query without `<` or `>`, and nothing after the
+#   call (thinking *before* the call is fine);
+# - **answer** — no call at all: the turn is final and the trajectory ends; the reward checks later
+#   whether it really is `Answer: …`;
+# - **invalid** — anything in between: two calls, a call followed by an answer, a cut-off
+#   `<tool_call>`, an empty or odd query. It ends the trajectory and earns the format penalty.
+#
+# Being strict here is what makes the reward honest: a turn that both searches and answers would let
+# the model hedge.
+
+# %%
+for sample in [
+    'Let me check.<tool_call>\n{"name": "search", "arguments": {"query": "Little Prince author"}}\n</tool_call>',
+    "Answer: France",
+    '<tool_call>\n{"name": "search", "arguments": {"query": "Lyon"}}\n</tool_call>\nAnswer: France',
+    '<tool_call>\n{"name": "search"',
+]:
+    print(parse_assistant(sample))
+
+# %% [markdown]
+# ## Try it
+#
+# Type an assistant turn; the parser's verdict updates as you type.
+
+# %%
+import ipywidgets as widgets
+from IPython.display import display
+
+from helpers.widgets._html import esc
+
+box = widgets.Textarea(value='<tool_call>\n{"name": "search", "arguments": {"query": "Eiffel Tower height"}}\n</tool_call>',
+                       layout=widgets.Layout(width="640px", height="90px"))
+verdict = widgets.HTML()
+
+
+def judge(_=None):
+    parsed = parse_assistant(box.value)
+    colour = {"tool": "#2a7f8f", "answer": "#2ea043", "invalid": "#da3633"}[parsed.kind]
+    verdict.value = (f'<b style="color:{colour}">{parsed.kind}</b> · query: <code>{esc(parsed.query)}</code>'
+                     f" · content: <code>{esc(parsed.content[:120])}</code>"
+                     + (f" · why: {esc(parsed.error)}" if parsed.error else ""))
+
+
+box.observe(judge, names="value")
+judge()
+display(widgets.VBox([box, verdict]))
+
+# %% [markdown]
+# ## Exercises — the parser on ten strings
+#
+# Label each of the ten turns in `PARSER_CASES` as `"tool"`, `"answer"` or `"invalid"` **by hand**,
+# from the rules above, before running the parser.
+
+# %%
+from helpers.widgets.exercises import PARSER_CASES, check_parser_labels
+
+for number, (turn, _) in enumerate(PARSER_CASES):
+    print(f"[{number}] {turn!r}")
+my_labels = None  # ten strings
+check_parser_labels(my_labels)
+
+# %% [markdown]
+# Then: which of the `answer` turns will the reward of notebook 03 accept as a *valid* final answer?
+#
+# ### Solution
+
+# %% tags=["solution"]
+check_parser_labels([parse_assistant(turn).kind for turn, _ in PARSER_CASES])

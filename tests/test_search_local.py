@@ -1,0 +1,169 @@
+"""The offline BM25 backend, the evidence formatting and the retrieval-quality report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers.search import SearchItem, SearchResult, create_search_client, format_item, format_results
+from helpers.search import local
+from helpers.search.format import NO_RESULTS, cut
+from helpers.search.quality import answer_in, format_quality, normalize, retrieval_quality
+
+FIXTURES = Path(__file__).parent / "fixtures" / "search"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return [json.loads(line) for line in (FIXTURES / "corpus.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def index(rows):
+    return local.LocalIndex.from_rows(rows)
+
+
+def test_analyze_lowercases_drops_stopwords_and_stems():
+    assert local.analyze("The Rivers of FRANCE") == ["river", "franc"]
+    assert local.analyze("the of a") == []
+
+
+def test_split_contents():
+    assert local.split_contents('"Paris"\nParis is a city.') == ("Paris", "Paris is a city.")
+    assert local.split_contents("no title line") == ("", "no title line")
+
+
+def test_index_ranks_the_relevant_passage_first(index):
+    hits = index.search("who won the first nobel prize in physics", k=3)
+    assert hits[0].id == "wfix00000001"
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.score > 0 for h in hits)
+    assert index.search("Seine river city", k=1)[0].title == "Paris"
+    # stemming: 'flowing' finds 'flows'
+    assert index.search("flowing Alps", k=1)[0].id == "wfix00000008"
+
+
+def test_index_handles_empty_unknown_and_large_k(index, rows):
+    assert index.search("", k=3) == []
+    assert index.search("the of and", k=3) == []
+    assert index.search("qwertyuiop", k=3) == []
+    assert index.search("river", k=0) == []
+    assert len(index.search("river", k=100)) <= len(rows)
+
+
+def test_build_index_is_cached_and_loads_equal(tmp_path, rows, index, capsys):
+    corpus = tmp_path / "wiki.jsonl"
+    shutil.copy(FIXTURES / "corpus.jsonl", corpus)
+    out = tmp_path / "index"
+    local.build_index(corpus, out, show_progress=False)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["passages"] == len(rows)
+    stamp = (out / "manifest.json").stat().st_mtime_ns
+    local.build_index(corpus, out, show_progress=False)
+    assert "up to date" in capsys.readouterr().out
+    assert (out / "manifest.json").stat().st_mtime_ns == stamp
+    loaded = local.LocalIndex.load(out)
+    for query in ("eiffel tower paris", "hamlet shakespeare", "rock band Wilmette"):
+        assert [p.id for p in loaded.search(query, 3)] == [p.id for p in index.search(query, 3)]
+    # a changed corpus is re-indexed
+    corpus.write_text(corpus.read_text() + json.dumps({"id": "wnew", "contents": '"New"\nzebra crossing'}) + "\n")
+    local.build_index(corpus, out, show_progress=False)
+    assert local.LocalIndex.load(out).search("zebra", 1)[0].id == "wnew"
+
+
+def test_missing_corpus_and_index_say_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="COURSE_SHARED"):
+        local.build_index(tmp_path / "absent.jsonl.gz", tmp_path / "index")
+    with pytest.raises(FileNotFoundError, match="make setup"):
+        local.LocalIndex.load(tmp_path / "nothing")
+
+
+def test_local_client_top3_cut_and_stats(index):
+    client = local.LocalSearchClient(index)
+    result = client.search("Nobel prize Röntgen X-rays discovery river")
+    assert result.ok and result.status == 200 and len(result.items) == 3
+    assert result.items[0].title in {"Nobel Prize in Physics", "X-ray"}
+    assert result.items[0].url.startswith("https://en.wikipedia.org/wiki/")
+    long = client.search("LONGSTART LONGEND omicron")
+    assert [i.title for i in long.items] == ["Long passage"]
+    assert len(long.items[0].content) <= 1200 and long.items[0].content.endswith("…")
+    empty = client.search("the of a")
+    assert empty.ok and empty.items == []
+    stats = client.stats.as_dict()
+    assert stats["requests"] == 3 and stats["successes"] == 3 and stats["results"] == 3 + 1 + 0
+    assert stats["errors"] == 0
+
+
+def test_local_client_never_raises(index):
+    class Broken:
+        def search(self, query, k):
+            raise MemoryError("boom")
+
+    client = local.LocalSearchClient(Broken())
+    result = client.search("anything")
+    assert not result.ok and "boom" in result.error
+    assert client.stats.errors == 1 and client.stats.requests == 1
+
+
+def test_create_search_client_local_and_unknown(index):
+    client = create_search_client("local", index=index, topk=2)
+    assert isinstance(client, local.LocalSearchClient) and client.topk == 2
+    assert len(client.search("river flows").items) == 2
+    with pytest.raises(ValueError, match="unknown search backend"):
+        create_search_client("bing")
+
+
+def test_format_item_matches_the_seed_layout():
+    item = SearchItem(title="Paris", content="Paris is the capital\nof France.", source="Wikipedia",
+                      url="https://en.wikipedia.org/wiki/Paris")
+    assert format_item(1, item) == (
+        "[1] Title: Paris\n"
+        "    Content: Paris is the capital of France.\n"
+        "    Source: Wikipedia\n"
+        "    URL: https://en.wikipedia.org/wiki/Paris"
+    )
+    bare = format_item(2, SearchItem(title="", content="text"))
+    assert bare == "[2] Title: Untitled\n    Content: text"
+
+
+def test_format_results_ok_empty_and_error():
+    items = [SearchItem("A", "first"), SearchItem("B", "second")]
+    text = format_results(SearchResult(ok=True, items=items, latency=0.1))
+    assert text.startswith("[1] Title: A") and "\n\n[2] Title: B" in text
+    assert format_results(SearchResult(ok=True, items=items, latency=0.1), max_items=1).count("Title:") == 1
+    assert format_results(SearchResult(ok=True, items=[], latency=0.1)) == NO_RESULTS
+    failed = format_results(SearchResult(ok=False, items=[], latency=1.0, status=429, error="HTTP 429 rate limited"))
+    assert failed.startswith("Search failed: HTTP 429 rate limited")
+
+
+def test_cut_keeps_short_text_and_cuts_at_words():
+    assert cut("short", 10) == "short"
+    out = cut("alpha beta gamma delta epsilon", 15)
+    assert len(out) <= 15 and out.endswith("…") and out.startswith("alpha beta")
+
+
+def test_quality_normalize_and_answer_match():
+    assert normalize("The  Eiffel-Tower!") == "eiffeltower"
+    assert answer_in(["Built from 1887 to 1889."], ["1889"])
+    assert not answer_in(["in 18890 years"], ["1889"])  # whole words only
+
+
+def test_retrieval_quality_counts_answers_and_gold(index):
+    rows = [
+        {"question": "first nobel prize physics", "answers": ["Röntgen"], "data_source": "nq",
+         "metadata": {"gold_passage_ids": ["wfix00000001"]}},
+        {"question": "hamlet tragedy", "answers": ["not in any passage"], "data_source": "nq",
+         "metadata": {"gold_passage_ids": ["wfix00000004"]}},
+        {"question": "river through paris near the eiffel tower", "answers": ["Seine"], "data_source": "hotpotqa",
+         "metadata": {"gold_passage_ids": ["wfix00000003", "wfix00000005"]}},
+    ]
+    report = retrieval_quality(rows, index, ks=(1, 3), show_progress=False)
+    assert report["nq"]["n"] == 2
+    assert report["nq"]["answer@1"] == 0.5 and report["nq"]["recall@1"] == 1.0
+    assert report["hotpotqa"]["recall@3"] == 0.5 and report["hotpotqa"]["all@3"] == 0.0
+    assert report["hotpotqa"]["answer@3"] == 1.0
+    table = format_quality(report)
+    assert "| nq | 2 |" in table and "50.0 %" in table

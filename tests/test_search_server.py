@@ -1,0 +1,139 @@
+"""The Search-R1 retriever API served from the local index, and the `retriever` backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from helpers.search import create_search_client, format_results
+from helpers.search import local
+from helpers.search.http import RetryPolicy
+from helpers.search.retriever import RetrieverSearchClient
+from helpers.search.server import RetrievalServer
+
+FIXTURES = Path(__file__).parent / "fixtures" / "search"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def index():
+    rows = [json.loads(line) for line in (FIXTURES / "corpus.jsonl").read_text().splitlines() if line.strip()]
+    return local.LocalIndex.from_rows(rows)
+
+
+def post(url, payload):
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def test_retrieve_answers_in_the_search_r1_shape(index):
+    with RetrievalServer(index) as server:
+        status, body = post(server.url, {"queries": ["eiffel tower in paris", "hamlet"], "topk": 2, "return_scores": True})
+        assert status == 200 and len(body["result"]) == 2
+        first = body["result"][0]
+        assert len(first) == 2 and set(first[0]) == {"document", "score"}
+        assert first[0]["document"]["id"] == "wfix00000002"
+        assert first[0]["document"]["contents"].startswith('"Eiffel Tower"\n')
+        assert first[0]["score"] >= first[1]["score"] > 0
+        assert body["result"][1][0]["document"]["id"] == "wfix00000004"
+        # without scores: the documents themselves; default topk
+        status, plain = post(server.url, {"queries": ["river"]})
+        assert status == 200 and set(plain["result"][0][0]) == {"id", "contents"}
+        with urllib.request.urlopen(server.url.replace("/retrieve", "/health"), timeout=5) as response:
+            assert json.loads(response.read()) == {"status": "ok", "passages": len(index)}
+
+
+@pytest.mark.parametrize("payload", [{"queries": "not a list"}, {"queries": [1, 2]}, {"queries": ["q"], "topk": 0},
+                                     {"queries": ["q"], "topk": "3"}, ["q"]])
+def test_invalid_requests_are_rejected(index, payload):
+    with RetrievalServer(index) as server:
+        status, body = post(server.url, payload)
+    assert status == 422 and "detail" in body
+
+
+def test_server_stops_and_frees_the_port(index):
+    server = RetrievalServer(index).start()
+    port = server.port
+    server.stop()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # free again
+
+
+def test_retriever_client_matches_the_local_client(index):
+    with RetrievalServer(index) as server:
+        remote = create_search_client("retriever", url=server.url)
+        local_client = local.LocalSearchClient(index)
+        for query in ("first nobel prize physics", "river flows through paris", "rock band"):
+            got, want = remote.search(query), local_client.search(query)
+            assert got.ok and [i.title for i in got.items] == [i.title for i in want.items]
+            assert [i.content for i in got.items] == [i.content for i in want.items]
+        assert remote.stats.successes == 3
+        assert "Title: Nobel Prize in Physics" in format_results(remote.search("first nobel prize physics"))
+
+
+def test_retriever_client_reads_bare_lists_and_title_text_documents():
+    import importlib
+    import sys as _sys
+
+    _sys.path.insert(0, str(FIXTURES))
+    fake_service = importlib.import_module("fake_service")
+    with fake_service.FakeService() as svc:
+        svc.push(json=[[{"document": {"id": 7, "title": "T", "text": "body"}, "score": 1.0}]])
+        svc.push(json={"result": []})
+        client = RetrieverSearchClient(svc.url_for("/retrieve"), retry=RetryPolicy(max_retries=0))
+        ok, bad = client.search("q"), client.search("q")
+    assert ok.ok and (ok.items[0].title, ok.items[0].content) == ("T", "body")
+    assert not bad.ok and "bad response" in bad.error
+    assert svc.requests[0].body == {"queries": ["q"], "topk": 3, "return_scores": True}
+
+
+def test_retriever_client_when_nothing_listens():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = RetrieverSearchClient(f"http://127.0.0.1:{port}/retrieve", timeout=1,
+                                   retry=RetryPolicy(max_retries=0))
+    result = client.search("q")
+    assert not result.ok and client.stats.errors == 1
+
+
+def test_command_line_server(tmp_path):
+    index_dir = tmp_path / "index"
+    local.build_index(FIXTURES / "corpus.jsonl", index_dir, show_progress=False)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "helpers.search.server", "--port", str(port),
+                             "--index-dir", str(index_dir)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/retrieve"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status, body = post(url, {"queries": ["hamlet"], "topk": 1, "return_scores": True})
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        assert status == 200 and body["result"][0][0]["document"]["id"] == "wfix00000004"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert "serving 9 passages" in proc.stdout.read()

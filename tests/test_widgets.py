@@ -1,0 +1,250 @@
+"""The course widgets on plain data: escaping, tree/strip content, bars, packing, dashboard, playground."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from helpers.widgets import (
+    AdvantageBars,
+    MicroBatchBlocks,
+    RolloutPlayground,
+    TokenStrip,
+    TrainingDashboard,
+    TrajectoryTree,
+    token_rows,
+    tree_data,
+    tree_html,
+)
+from helpers.widgets import exercises
+from helpers.widgets.bars import packing_stats
+from helpers.widgets.budgets import budgets
+from helpers.widgets.tokens import strip_summary, token_strip_html
+
+EVIL = '<img src=x onerror=alert(1)>'
+WIDGET_DIR = Path(__file__).resolve().parent.parent / "helpers" / "widgets"
+
+
+def leaf(index, reward, advantage, turns):
+    return {"index": index, "reward": reward, "advantage": advantage, "exact_match": reward == 1.0,
+            "valid_format": reward >= 0, "turns": turns}
+
+
+def tool_turn(query, observation, cut=False):
+    return {"kind": "tool", "text": f"<tool_call>{query}</tool_call>", "query": query, "tokens": 12,
+            "observation": observation, "observation_tokens": len(observation.split()), "cut": cut}
+
+
+def answer_turn(text):
+    return {"kind": "answer", "text": text, "query": None, "tokens": 4, "observation": None,
+            "observation_tokens": None, "cut": False}
+
+
+@pytest.fixture
+def group():
+    return {
+        "question": "What country was the author of The Little Prince born in?",
+        "answers": ["France"],
+        "leaves": [
+            leaf(0, 1.0, 0.5, [tool_turn("Little Prince author", "Antoine de Saint-Exupery " + EVIL, cut=True),
+                               answer_turn("Answer: France")]),
+            leaf(1, 0.0, -0.5, [answer_turn("Answer: Belgium")]),
+        ],
+    }
+
+
+def test_tree_html_escapes_untrusted_text_and_keeps_it_visible(group):
+    group["question"] = "Q " + EVIL
+    html = tree_html(group, selected=0)
+    assert "<img" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html  # shown as text, in question and observation
+    assert html.count("&lt;img") == 2
+
+
+def test_token_strip_html_escapes_token_text():
+    html = token_strip_html([{"id": 1, "text": EVIL, "role": "observation"}, {"id": 2, "text": '" onmouseover="x', "role": "assistant", "advantage": 0.5}])
+    assert "<img" not in html
+    assert 'onmouseover="x' not in html
+    assert "&quot; onmouseover=&quot;x" in html
+
+
+@pytest.mark.parametrize("name", ["tree.js", "tokens.js"])
+def test_javascript_views_never_parse_strings_as_html(name):
+    source = (WIDGET_DIR / name).read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "setAttribute(\"on"):
+        assert sink not in source, f"{name} uses {sink}; untrusted text must go through textContent"
+    assert "textContent" in source
+
+
+def test_tree_widget_keeps_raw_strings_for_textcontent_and_tracks_selection(group):
+    group["leaves"][0]["turns"][0]["observation"] = EVIL
+    tree = TrajectoryTree(group)
+    # the synced data carries the raw text: the JS view assigns it with textContent
+    assert tree.data["leaves"][0]["turns"][0]["observation"] == EVIL
+    assert tree.selected == -1
+    tree.selected = 1
+    assert "Answer: Belgium" in tree.to_html()
+    # new data without leaf 1 clears a stale selection
+    tree.update({"question": "q", "answers": [], "leaves": [group["leaves"][0]]})
+    assert tree.selected == -1
+
+
+def test_tree_rejects_unknown_turn_kinds(group):
+    group["leaves"][0]["turns"][0]["kind"] = "stop"
+    with pytest.raises(ValueError, match="turn kind"):
+        TrajectoryTree(group)
+
+
+def test_tree_html_marks_cut_observations(group):
+    html = tree_html(group)
+    assert "(cut)" in html
+    group["leaves"][0]["turns"][0]["cut"] = False
+    assert "(cut)" not in tree_html(group)
+
+
+def fake_trajectory(advantage=0.5):
+    """Two turns: prompt 5 → turn 1 (3 tokens) → observation (4) → turn 2 (2)."""
+    example = SimpleNamespace(question="Who?", answers=["France"])
+    turn1 = SimpleNamespace(prompt_tokens=[1, 2, 3, 4, 5], completion_tokens=[6, 7, 8], logprobs=[-0.1, -0.2, -0.3],
+                            text='<tool_call>\n{"name": "search", "arguments": {"query": "who"}}\n</tool_call>')
+    turn2 = SimpleNamespace(prompt_tokens=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], completion_tokens=[13, 14],
+                            logprobs=[-0.4, -0.5], text="Answer: France")
+    return SimpleNamespace(example=example, group_index=0, question_index=0, turns=[turn1, turn2], reward=1.0,
+                           advantage=advantage, exact_match=True, valid_format=True,
+                           messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                                     {"role": "assistant", "content": turn1.text},
+                                     {"role": "tool", "content": "[1] Title: " + EVIL},
+                                     {"role": "assistant", "content": turn2.text}])
+
+
+def test_token_rows_roles_follow_the_observation_mask(monkeypatch):
+    import helpers.rollout
+
+    monkeypatch.delattr(helpers.rollout, "token_table", raising=False)
+    rows = token_rows(fake_trajectory())
+    assert [row["role"] for row in rows] == ["prompt"] * 5 + ["assistant"] * 3 + ["observation"] * 4 + ["assistant"] * 2
+    assert [row["mask"] for row in rows] == [0] * 5 + [1] * 3 + [0] * 4 + [1] * 2
+    assert [row["logprob"] for row in rows if row["role"] == "assistant"] == [-0.1, -0.2, -0.3, -0.4, -0.5]
+    summary = strip_summary(rows)
+    assert summary["tokens"] == 14 and summary["with_advantage"] == 5
+    strip = TokenStrip(rows)
+    assert strip.summary["observation"] == 4
+
+
+def test_token_rows_refuse_a_broken_prefix(monkeypatch):
+    import helpers.rollout
+
+    monkeypatch.delattr(helpers.rollout, "token_table", raising=False)
+    trajectory = fake_trajectory()
+    trajectory.turns[1].prompt_tokens[2] = 99
+    with pytest.raises(ValueError, match="continuity"):
+        token_rows(trajectory)
+
+
+def test_tree_data_from_trajectories_pairs_observations_with_tool_turns():
+    data = tree_data([fake_trajectory()])
+    turns = data["leaves"][0]["turns"]
+    assert [turn["kind"] for turn in turns] == ["tool", "answer"]
+    assert turns[0]["query"] == "who" and turns[0]["observation"].endswith(EVIL)
+    assert turns[1]["observation"] is None
+    assert "&lt;img" in tree_html(data, selected=0) and "<img" not in tree_html(data, selected=0)
+
+
+def test_advantage_bars_flag_degenerate_groups():
+    bars = AdvantageBars([
+        {"question": "a", "rewards": [1, 0, 1, 0], "advantages": [0.5, -0.5, 0.5, -0.5]},
+        {"question": "b " + EVIL, "rewards": [0, 0, 0, 0], "advantages": [0, 0, 0, 0]},
+    ])
+    assert [g["degenerate"] for g in bars.groups] == [False, True]
+    assert "1</b> of 2 groups degenerate" in bars.value
+    assert "<img" not in bars.value
+    with pytest.raises(ValueError, match="rewards"):
+        bars.update([{"rewards": [1, 0], "advantages": [0.5]}])
+
+
+def test_micro_batch_blocks_count_padding():
+    blocks = MicroBatchBlocks([[10, 6], [3]])
+    assert blocks.stats == {"micro_batches": 2, "samples": 3, "real_tokens": 19, "padded_tokens": 23,
+                            "padding_fraction": pytest.approx(4 / 23)}
+    assert "weight n/N = 2/3" in blocks.value and "weight n/N = 1/3" in blocks.value
+    assert packing_stats([[SimpleNamespace(length=5)]])["real_tokens"] == 5
+
+
+def test_dashboard_updates_on_each_step():
+    dashboard = TrainingDashboard("grpo")
+    assert "waiting" in dashboard.view.value
+    dashboard.on_step({"step": 0, "reward_mean": -0.1, "exact_match": 0.0, "time_rollout": 2.0, "time_training": 1.0})
+    first = dashboard.view.value
+    dashboard.on_step({"step": 1, "reward_mean": 0.4, "exact_match": 0.25, "time_rollout": 1.0, "time_training": 1.0})
+    assert dashboard.view.value != first
+    assert dashboard.series("reward") == [-0.1, 0.4]
+    assert "step 1" in dashboard.view.value and "rollout 1.00 s" in dashboard.view.value
+    assert "exact match" in dashboard.view.value
+
+
+def test_playground_reruns_on_slider_change_and_reports_errors(group):
+    seen = []
+
+    def run(values):
+        seen.append(values)
+        if values["group_size"] == 7:
+            raise RuntimeError("boom " + EVIL)
+        data = dict(group)
+        data["leaves"] = [leaf(i, 0.0, 0.0, [answer_turn("Answer: x")]) for i in range(values["group_size"])]
+        return data
+
+    playground = RolloutPlayground(run, values=budgets("fast"))
+    assert len(playground.tree.data["leaves"]) == budgets("fast")["group_size"]
+    playground.sliders["group_size"].value = 5
+    assert len(playground.tree.data["leaves"]) == 5 and seen[-1]["group_size"] == 5
+    playground.sliders["group_size"].value = 7
+    assert "rollout failed" in playground.status.value and "<img" not in playground.status.value
+    assert len(playground.tree.data["leaves"]) == 5  # the last good tree stays
+    assert playground.runs == 2
+
+
+def test_budgets_shrink_in_the_fast_profile():
+    fast, full = budgets("fast"), budgets("full")
+    assert set(fast) == set(full)
+    assert all(fast[key] <= full[key] for key in fast if key != "temperature")
+    with pytest.raises(ValueError):
+        budgets("huge")
+
+
+def test_checkers_say_correct_or_not_yet(capsys):
+    assert exercises.check_mask_on_paper(377, 28)
+    assert not exercises.check_mask_on_paper(378, 28)
+    assert not exercises.check_mask_on_paper(None, None)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "correct" and all(line.startswith("not yet: ") for line in out[1:])
+    assert exercises.check_group_advantages([1, 0, 1, 0], [0.5, -0.5, 0.5, -0.5])
+    assert not exercises.check_group_advantages([1, 0, 1, 0], [1, 0, 1, 0])
+    assert exercises.check_micro_batch_weights([5, 3], [5 / 8, 3 / 8])
+    assert exercises.check_overlap([5, 6, 99], [99, 10], 1) and exercises.check_overlap([5, 6], [99, 10], 0)
+    assert exercises.check_glued([5, 99], [99, 10], [10])
+    assert exercises.check_step_order(exercises.STEP_ORDER)
+    assert not exercises.check_step_order(list(reversed(exercises.STEP_ORDER)))
+    assert exercises.check_eval_fixed("abcd") and not exercises.check_eval_fixed("abcdf")
+    assert exercises.check_kept_rows(["a", "d", "f"]) and not exercises.check_kept_rows(["a", "e"])
+
+
+def test_wikipedia_url_checker_accepts_any_parameter_order():
+    import urllib.parse
+
+    params = dict(exercises.WIKIPEDIA_PARAMS, gsrsearch=exercises.WIKIPEDIA_QUERY)
+    url = exercises.WIKIPEDIA_ENDPOINT + "?" + urllib.parse.urlencode(dict(reversed(list(params.items()))))
+    assert exercises.check_wikipedia_url(url)
+    assert not exercises.check_wikipedia_url(url.replace("gsrlimit=3", "gsrlimit=5"))
+    assert not exercises.check_wikipedia_url(url.replace("en.wikipedia", "de.wikipedia"))
+
+
+def test_the_seed_cases_agree_with_the_protocol_and_reward_code():
+    from helpers.protocol import parse_assistant
+    from helpers.reward import score_answer
+
+    assert [parse_assistant(text).kind for text, _ in exercises.PARSER_CASES] == [kind for _, kind in exercises.PARSER_CASES]
+    assert [score_answer(text, refs).reward for text, refs, _ in exercises.REWARD_CASES] == pytest.approx(
+        [reward for _, _, reward in exercises.REWARD_CASES])
