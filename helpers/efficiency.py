@@ -48,10 +48,13 @@ class EfficiencyConfig:
     alpha_lose: float = 0.5
     beta_lose: float = 0.1
     preferred_threshold: float = 0.5  # s >= this makes a winner "preferred" (the set W-hat)
+    # Not in the seed's formula: Search-R1's -0.1 for a broken final format. 0 keeps the formula
+    # exact; 0.1 makes "gated" differ from the plain reward only by the efficiency terms.
+    format_penalty: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose"):
+        for name in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty"):
             if getattr(self, name) < 0:
                 raise ValueError(f"EfficiencyConfig.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.preferred_threshold <= 1.0:
@@ -192,6 +195,7 @@ class EfficiencyBreakdown:
     pen_eff: float
     reward: float
     advantage: float = 0.0
+    valid_format: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,16 +209,22 @@ def score_group(
     failed: Sequence[int] | None = None,
     preferences: Sequence[float] | None = None,
     reference_lengths: Sequence[float] | None = None,
+    valid_format: Sequence[bool] | None = None,
     config: EfficiencyConfig = EfficiencyConfig(),
     rng: np.random.Generator | int | None = None,
 ) -> list[EfficiencyBreakdown]:
-    """The gated reward and its group-mean advantage for one GRPO group, from plain numbers."""
+    """The gated reward and its group-mean advantage for one GRPO group, from plain numbers.
+
+    valid_format only matters when config.format_penalty > 0 (then a broken final format costs
+    that much on top; a correct answer always has a valid format).
+    """
     n = len(r_base)
     if not (len(calls) == len(lengths) == n):
         raise ValueError("r_base, calls and lengths must have one entry per trajectory")
     if n == 0:
         return []
     prefs = [1.0] * n if preferences is None else [float(s) for s in preferences]
+    valid = [True] * n if valid_format is None else [bool(v) for v in valid_format]
     failed = [0] * n if failed is None else list(failed)
     winners = [bool(r) for r in r_base]
     preferred = [w and s >= config.preferred_threshold for w, s in zip(winners, prefs)]
@@ -242,7 +252,9 @@ def score_group(
                 reference_length=refs[i],
                 pen_len=pen_len[i],
                 pen_eff=pen_eff,
-                reward=gated_reward(int(winners[i]), prefs[i], pen_eff),
+                reward=gated_reward(int(winners[i]), prefs[i], pen_eff)
+                - (0.0 if valid[i] else config.format_penalty),
+                valid_format=valid[i],
             )
         )
     mean = sum(r.reward for r in rows) / n
@@ -288,6 +300,7 @@ def apply_efficiency_rewards(
         failed=[failed_calls_of(t) for t in group],
         preferences=None if preference_fn is None else [float(preference_fn(t)) for t in group],
         reference_lengths=reference_lengths,
+        valid_format=[bool(getattr(t, "valid_format", True)) for t in group],
         config=config,
         rng=rng,
     )
@@ -465,3 +478,392 @@ def plot_tool_efficiency(points: Sequence[BudgetPoint], axes=None):
     axes[0].set_ylim(-0.02, 1.02)
     axes[0].legend()
     return axes
+
+
+# ---------------------------------------------------------------- training with the gated reward
+# ADAPTER (until helpers.train offers a reward hook): the same step as helpers.train.train_step,
+# with the gated reward applied between rollout_batch and build_training_datums, and the
+# sampler/trainer mismatch measured (one forward) before the update.
+
+REWARDS = ("exact_match", "gated")
+
+
+def reward_step(
+    session: Any,
+    batch: Sequence[Any],
+    step: int,
+    *,
+    reward: str = "gated",
+    efficiency: EfficiencyConfig = EfficiencyConfig(format_penalty=0.1),
+    mismatch_history: Any = None,
+    reference_lengths: dict[int, Sequence[float]] | None = None,
+) -> tuple[dict[str, Any], list[Any]]:
+    """One GRPO step (seed order) with the chosen reward; returns (metrics, trajectories)."""
+    import time
+
+    from helpers import mismatch as mm
+    from helpers.rollout import rollout_batch
+    from helpers.train import adam_for, build_training_datums, optimise, rollout_metrics
+
+    if reward not in REWARDS:
+        raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
+    config = session.config
+    client = session.training_client
+    started = time.perf_counter()
+    sampling_client = client.save_weights_and_get_sampling_client()
+    trajectories = rollout_batch(
+        sampling_client, session.tokenizer, session.search_client, list(batch),
+        config.rollout_config(step), progress=False,
+    )
+    rolled = time.perf_counter()
+    metrics: dict[str, Any] = {"step": step, "reward_kind": reward}
+    metrics.update(rollout_metrics(trajectories))  # plain-reward view, before any rewrite
+    # the gated terms are computed (and logged) for both runs, so the two are comparable
+    scoring = apply_efficiency_rewards_batch if reward == "gated" else _score_only
+    rows = scoring(trajectories, config=efficiency, reference_lengths=reference_lengths, step=step)
+    n = max(len(rows), 1)
+    for key in ("pen_tool", "pen_len", "pen_eff", "effective_calls", "length"):
+        metrics[f"eff/{key}_mean"] = sum(getattr(r, key) for r in rows) / n
+    metrics["eff/gated_reward_mean"] = sum(r.reward for r in rows) / n
+    metrics["reward_mean_used"] = float(np.mean([t.reward for t in trajectories])) if trajectories else 0.0
+    if mismatch_history is not None:
+        stats, new, old = mm.measure_step(client, trajectories, step=step)
+        if new.size:
+            mismatch_history.add(step, new, old)
+        for key in ("kl_k1", "kl_k3", "mean_abs_log_ratio", "max_abs_log_ratio", "share_outside_band"):
+            metrics[f"mismatch/{key}"] = getattr(stats, key)
+        for key, value in stats.ratio_quantiles.items():
+            metrics[f"mismatch/ratio_{key}"] = value
+    measured = time.perf_counter()
+    datums = build_training_datums(trajectories)
+    metrics.update(
+        optimise(client, datums, total_samples=len(trajectories), adam_params=adam_for(config),
+                 max_datums=config.micro_batch_datums, max_tokens=config.micro_batch_tokens)
+    )
+    done = time.perf_counter()
+    metrics.update(time_rollout=rolled - started, time_mismatch=measured - rolled,
+                   time_training=done - measured, time_step=done - started)
+    return metrics, trajectories
+
+
+def _score_only(trajectories, *, config, reference_lengths=None, step=0):
+    """The gated breakdown of a batch without touching rewards/advantages (for the plain run)."""
+    import copy
+
+    shadow = [copy.copy(t) for t in trajectories]
+    return apply_efficiency_rewards_batch(shadow, config=config, reference_lengths=reference_lengths, step=step)
+
+
+def train_with_reward(
+    config: Any,
+    reward: str = "gated",
+    *,
+    efficiency: EfficiencyConfig = EfficiencyConfig(format_penalty=0.1),
+    measure_mismatch: bool = True,
+    on_step: Callable[[dict], None] | None = None,
+    progress: bool = True,
+    session: Any = None,
+) -> dict[str, Any]:
+    """A short GRPO run with `reward` ('exact_match' or 'gated'); metrics to <out>/metrics.jsonl.
+
+    Starts fresh every time (no resume); the final weights are saved for a sampler and their path
+    is in the returned summary (for the budget sweep).
+    """
+    import dataclasses
+    import json
+    import time
+    from pathlib import Path
+
+    from tqdm.auto import tqdm
+
+    from helpers import mismatch as mm
+    from helpers.train import batch_for_step, open_session
+
+    config = dataclasses.replace(config, resume=False)
+    session = session or open_session(config)
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics_path = out / "metrics.jsonl"
+    metrics_path.write_text("")
+    history = mm.MismatchHistory() if measure_mismatch else None
+    rows: list[dict] = []
+    started = time.perf_counter()
+    for step in tqdm(range(config.max_steps), desc=f"GRPO ({reward})", disable=not progress):
+        if config.max_minutes is not None and rows:
+            if time.perf_counter() - started + rows[-1]["time_step"] > config.max_minutes * 60:
+                break
+        batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed)
+        metrics, _ = reward_step(session, batch, step, reward=reward, efficiency=efficiency,
+                                 mismatch_history=history)
+        rows.append(metrics)
+        with metrics_path.open("a") as f:
+            f.write(json.dumps(metrics, default=float) + "\n")
+        if on_step is not None:
+            on_step(metrics)
+    if history is not None and history.log_ratios:
+        np.savez_compressed(out / "log_ratios.npz", **{f"step{k}": v for k, v in history.log_ratios.items()})
+    response = session.training_client.save_weights_for_sampler(f"{out.name}-final")
+    response = response.result() if hasattr(response, "result") else response
+    summary = {
+        "reward": reward,
+        "steps_done": len(rows),
+        "seconds": time.perf_counter() - started,
+        "sampler_path": str(getattr(response, "path", response)),
+        "model": config.resolved_model(),
+        "efficiency": asdict(efficiency),
+        "train": {k: v for k, v in asdict(config).items()},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def load_metrics(out: str | Any) -> list[dict]:
+    import json
+    from pathlib import Path
+
+    path = Path(out) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def plot_reward_comparison(runs: dict[str, Sequence[dict]], axes=None):
+    """Search calls per trajectory, generated tokens, exact match and KL, one line per run."""
+    import matplotlib.pyplot as plt
+
+    panels = (
+        ("search_calls_mean", "search calls per trajectory"),
+        ("assistant_tokens_mean", "generated tokens per trajectory"),
+        ("exact_match", "exact match (training batches)"),
+        ("eff/pen_eff_mean", "efficiency penalty (mean)"),
+    )
+    if axes is None:
+        _, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5))
+    for label, rows in runs.items():
+        steps = [r["step"] for r in rows]
+        for ax, (key, _) in zip(axes, panels):
+            ax.plot(steps, [r.get(key, np.nan) for r in rows], "o-", label=label)
+    for ax, (_, title) in zip(axes, panels):
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    return axes
+
+
+# ---------------------------------------------------------------- widgets (notebooks 11, 12)
+
+
+def breakdown_html(rows: Sequence[EfficiencyBreakdown], labels: Sequence[str] | None = None) -> str:
+    """A table of every term of R, with a bar for the advantage. All text is escaped."""
+    import html
+
+    labels = list(labels) if labels is not None else [f"τ{i}" for i in range(len(rows))]
+    scale = max([abs(r.advantage) for r in rows] + [1e-9])
+    head = ("trajectory", "r_base", "calls", "c~", "L", "L_ref", "pen_tool", "pen_len", "pen_eff", "R", "A")
+    out = ['<table class="eff-table" style="border-collapse:collapse;font-family:monospace">',
+           "<tr>" + "".join(f'<th style="padding:2px 8px;text-align:right">{html.escape(h)}</th>' for h in head)
+           + '<th style="padding:2px 8px">advantage</th></tr>']
+    for label, r in zip(labels, rows):
+        cells = (label, r.r_base, r.calls, r.effective_calls, r.length, f"{r.reference_length:.0f}",
+                 f"{r.pen_tool:.3f}", f"{r.pen_len:.3f}", f"{r.pen_eff:.3f}", f"{r.reward:+.3f}",
+                 f"{r.advantage:+.3f}")
+        width = int(60 * abs(r.advantage) / scale)
+        colour = "#2a9d8f" if r.advantage >= 0 else "#e76f51"
+        block = f'<div style="width:{width}px;background:{colour}">&nbsp;</div>'
+        left, right = ("", block) if r.advantage >= 0 else (block, "")
+        bar = ('<div style="display:flex;width:120px">'
+               f'<div style="width:60px;display:flex;justify-content:flex-end">{left}</div>'
+               f'<div style="width:60px">{right}</div></div>')
+        out.append("<tr>" + "".join(f'<td style="padding:2px 8px;text-align:right">{html.escape(str(c))}</td>'
+                                    for c in cells) + f"<td>{bar}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def penalty_explorer(
+    group: Sequence[Any] | None = None,
+    *,
+    numbers: dict[str, Sequence[Any]] | None = None,
+    labels: Sequence[str] | None = None,
+    config: EfficiencyConfig = EfficiencyConfig(),
+):
+    """Sliders for lambda_tool, lambda_len, alpha_win, alpha_lose, beta_lose and the baseline seed,
+    recomputing every penalty, reward and advantage of one group as they move.
+
+    Give either a group of Trajectory objects or `numbers` (keys of `score_group`).
+    """
+    import ipywidgets as widgets
+
+    if (group is None) == (numbers is None):
+        raise ValueError("give exactly one of `group` (Trajectory objects) or `numbers`")
+    if group is not None:
+        numbers = {
+            "r_base": [int(bool(t.exact_match)) for t in group],
+            "calls": [int(t.search_calls) for t in group],
+            "failed": [failed_calls_of(t) for t in group],
+            "lengths": [generated_length(t) for t in group],
+            "valid_format": [bool(getattr(t, "valid_format", True)) for t in group],
+        }
+    style = {"description_width": "90px"}
+    sliders = {
+        name: widgets.FloatSlider(value=getattr(config, name), min=0.0, max=high, step=0.05,
+                                  description=name, continuous_update=True, style=style,
+                                  layout=widgets.Layout(width="360px"))
+        for name, high in (("lambda_tool", 1.0), ("lambda_len", 1.0), ("alpha_win", 2.0),
+                           ("alpha_lose", 2.0), ("beta_lose", 1.0))
+    }
+    sliders["seed"] = widgets.IntSlider(value=config.seed, min=0, max=20, description="baseline seed",
+                                        style=style, layout=widgets.Layout(width="360px"))
+    table = widgets.HTML()
+    note = widgets.HTML()
+
+    def recompute(_=None):
+        cfg = EfficiencyConfig(**{k: s.value for k, s in sliders.items()},
+                               preferred_threshold=config.preferred_threshold,
+                               format_penalty=config.format_penalty)
+        rows = score_group(config=cfg, **numbers)
+        table.value = breakdown_html(rows, labels)
+        baseline = rows[0].tool_baseline if rows else None
+        bounds = baseline_range(effective_calls(numbers["calls"], numbers.get("failed")),
+                                [bool(r) for r in numbers["r_base"]])
+        note.value = (f"<b>b_g = {baseline}</b> drawn from {bounds}" if bounds
+                      else "<b>no winner</b>: no baseline, every member pays beta_lose only")
+        explorer.rows = rows
+
+    explorer = widgets.VBox([widgets.HBox([widgets.VBox(list(sliders.values())[:3]),
+                                           widgets.VBox(list(sliders.values())[3:])]), note, table])
+    explorer.sliders = sliders
+    for slider in sliders.values():
+        slider.observe(recompute, names="value")
+    recompute()
+    return explorer
+
+
+def budget_curve_widget(points: Sequence[BudgetPoint]):
+    """Pick policies and a y-axis; the tool-efficiency curve redraws."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    policies = list(dict.fromkeys(p.policy for p in points))
+    pick = widgets.SelectMultiple(options=policies, value=tuple(policies), description="policies")
+    metric = widgets.Dropdown(options=[("exact match", "accuracy"), ("search calls", "search_calls_mean"),
+                                       ("tokens / question", "tokens_per_question"),
+                                       ("valid format", "valid_format_rate")],
+                              value="accuracy", description="y axis")
+    out = widgets.Output()
+
+    def redraw(_=None):
+        out.clear_output(wait=True)
+        with out:
+            fig, ax = plt.subplots(figsize=(6, 3.6))
+            for name in pick.value:
+                mine = sorted((p for p in points if p.policy == name), key=lambda p: p.budget)
+                ax.plot([p.budget for p in mine], [getattr(p, metric.value) for p in mine], "o-", label=name)
+            ax.set_xlabel("search budget b")
+            ax.set_ylabel(metric.label)
+            ax.grid(alpha=0.3)
+            if pick.value:
+                ax.legend()
+            plt.show()
+
+    pick.observe(redraw, names="value")
+    metric.observe(redraw, names="value")
+    redraw()
+    box = widgets.VBox([widgets.HBox([pick, metric]), out])
+    box.controls = {"policies": pick, "metric": metric}
+    return box
+
+
+# ---------------------------------------------------------------- command line
+
+
+def sampling_client_for(service: Any, model: str, checkpoint: str | None) -> Any:
+    """A sampler for the base model (checkpoint None), a sampler export, or a save_state path."""
+    if not checkpoint:
+        return service.create_sampling_client(base_model=model)
+    if "/weights/" in checkpoint:
+        return service.create_sampling_client(base_model=model, model_path=checkpoint)
+    return service.create_training_client_from_state(checkpoint).save_weights_and_get_sampling_client()
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """python -m helpers.efficiency compare | budget  (see --help of each)."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from helpers.train import TrainConfig, add_config_arguments, config_from_args
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.efficiency")
+    sub = parser.add_subparsers(dest="command", required=True)
+    compare = sub.add_parser("compare", help="GRPO with the plain and with the gated reward")
+    add_config_arguments(compare, TrainConfig, TrainConfig(max_steps=10, questions_per_batch=4,
+                                                            group_size=4, out="results/efficiency"))
+    compare.add_argument("--rewards", default="exact_match,gated")
+    for f in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty"):
+        compare.add_argument("--" + f.replace("_", "-"), dest=f, type=float,
+                             default=getattr(EfficiencyConfig(format_penalty=0.1), f))
+    budget = sub.add_parser("budget", help="budget-forced evaluation, b = 0 .. 10")
+    budget.add_argument("--model", default=None)
+    budget.add_argument("--policy", action="append", default=[],
+                        help="NAME=CHECKPOINT (sampler weights or save_state path); NAME= for the base")
+    budget.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    budget.add_argument("--split", default="test")
+    budget.add_argument("--limit", type=int, default=50)
+    budget.add_argument("--max-assistant-tokens", type=int, default=256)
+    budget.add_argument("--max-tool-response-tokens", type=int, default=512)
+    budget.add_argument("--out", default="results/efficiency/budget_sweep.json")
+    args = parser.parse_args(argv)
+
+    if args.command == "compare":
+        train_config = config_from_args(TrainConfig, args)
+        eff_config = EfficiencyConfig(**{f: getattr(args, f) for f in (
+            "lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty")})
+        summaries = {}
+        for reward in args.rewards.split(","):
+            import dataclasses
+
+            cfg = dataclasses.replace(train_config, out=str(Path(train_config.out) / reward))
+            summaries[reward] = train_with_reward(cfg, reward, efficiency=eff_config)
+        print(json.dumps(summaries, indent=2, default=str))
+        return summaries
+
+    from helpers import config as course_config
+    from helpers.data import load_examples
+    from helpers.engine import connect
+    from helpers.rollout import RolloutConfig
+    from helpers.search import create_search_client
+
+    model = args.model or course_config.default_model()
+    service = connect()
+    examples = load_examples(args.split, limit=args.limit)
+    search_client = create_search_client("local")
+    base = RolloutConfig(temperature=0.6, max_assistant_tokens=args.max_assistant_tokens,
+                         max_tool_response_tokens=args.max_tool_response_tokens,
+                         max_assistant_turns=12)
+    budgets = [int(b) for b in args.budgets.split(",")]
+    points = []
+    for spec in args.policy or ["base="]:
+        name, _, checkpoint = spec.partition("=")
+        sampler = sampling_client_for(service, model, checkpoint or None)
+        tokenizer = sampler.get_tokenizer()
+        points += budget_sweep(sampler, tokenizer, search_client, examples, budgets, policy=name, config=base)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps([p.as_dict() for p in points], indent=1))
+    print(json.dumps([p.as_dict() for p in points], indent=1))
+    return points
+
+
+def load_budget_points(path: str | Any) -> list[BudgetPoint]:
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [BudgetPoint(**row) for row in json.loads(path.read_text())]
+
+
+if __name__ == "__main__":
+    main()

@@ -48,7 +48,7 @@ class EvalConfig:
     max_search_calls: int = 4
     max_assistant_turns: int = 6
     max_assistant_tokens: int = 256
-    max_tool_response_tokens: int = 512
+    max_tool_response_tokens: int = 768
     max_trajectory_tokens: int = 4096
     search_budget: int | None = None  # a budget stated in the prompt (budget-forced evaluation)
     search_backend: str = "local"
@@ -129,12 +129,10 @@ def single_turn_messages(example, mode: str, search_client=None, tokenizer=None,
         return [{"role": "system", "content": CLOSED_BOOK_SYSTEM},
                 {"role": "user", "content": f"Question: {example.question.strip()}"}], []
     from helpers.search import format_results
-    from helpers.sft import truncate_observation
+    from helpers.sft import fit_observation
 
     result = search_client.search(example.question.strip())
-    evidence = format_results(result)
-    if tokenizer is not None:
-        evidence = truncate_observation(tokenizer, evidence, max_tool_response_tokens)
+    evidence = fit_observation(tokenizer, result, max_tool_response_tokens) or format_results(result, max_items=1)
     user = f"Evidence (search results for the question):\n{evidence}\n\nQuestion: {example.question.strip()}"
     return [{"role": "system", "content": RAG_SYSTEM}, {"role": "user", "content": user}], [result]
 

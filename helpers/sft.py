@@ -35,6 +35,7 @@ from helpers.train import (
     TrainingDatum,
     _result,
     add_config_arguments,
+    materialise_checkpoint,
     config_from_args,
     pack_micro_batches,
     padded_tokens,
@@ -79,14 +80,28 @@ def _call_message(query: str, call_id: str) -> dict[str, Any]:
     }
 
 
-def truncate_observation(tokenizer, text: str, max_tokens: int | None) -> str:
-    """Cut an observation to the rollout's token budget so SFT sees what GRPO will see."""
-    if max_tokens is None:
-        return text
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    if len(ids) <= max_tokens:
-        return text
-    return tokenizer.decode(ids[:max_tokens])
+TOOL_TURN_OVERHEAD = 16  # template tokens around a tool message (role header, <tool_response> tags)
+
+
+def fit_observation(tokenizer, result, max_tokens: int | None) -> str | None:
+    """The observation the rollout would show: as many whole items, in rank order, as fit.
+
+    Mirrors helpers.rollout.fit_tool_content (whole items under max_tool_response_tokens), so
+    SFT demonstrations look like GRPO observations. None when not even one item fits.
+    """
+    from helpers.search import format_results
+
+    if tokenizer is None or max_tokens is None:
+        return format_results(result)
+    if not (result.ok and result.items):
+        return format_results(result)
+    best = None
+    for count in range(1, len(result.items) + 1):
+        content = format_results(result, max_items=count)
+        if len(tokenizer.encode(content, add_special_tokens=False)) + TOOL_TURN_OVERHEAD > max_tokens:
+            break
+        best = content
+    return best
 
 
 def teacher_trajectory(
@@ -97,7 +112,6 @@ def teacher_trajectory(
 ) -> TeacherTrajectory | None:
     """Script one demonstration for `example`, or None when the evidence never holds the answer."""
     from helpers.protocol import build_messages, tool_message
-    from helpers.search import format_results
 
     messages = build_messages(example.question)
     queries: list[str] = []
@@ -105,9 +119,9 @@ def teacher_trajectory(
     first_title = None
     for attempt in range(2):
         result = search_client.search(query)
-        observation = format_results(result)
-        if tokenizer is not None:
-            observation = truncate_observation(tokenizer, observation, max_tool_response_tokens)
+        observation = fit_observation(tokenizer, result, max_tool_response_tokens)
+        if observation is None:
+            return None
         call_id = f"call_{attempt + 1}"
         messages.append(_call_message(query, call_id))
         messages.append(tool_message(call_id, observation))
@@ -195,7 +209,8 @@ class SFTConfig:
     learning_rate: float = 2e-4
     grad_clip_norm: float = 1.0
     lora_rank: int = 16
-    max_tool_response_tokens: int = 512
+    train_unembed: bool = False
+    max_tool_response_tokens: int = 768
     micro_batch_datums: int = 16
     micro_batch_tokens: int = 16384
     seed: int = 0
@@ -214,7 +229,7 @@ class SFTResult:
     losses: list[float] = field(default_factory=list)
 
 
-def build_demonstrations(examples, search_client, tokenizer, max_tool_response_tokens=512, progress=True):
+def build_demonstrations(examples, search_client, tokenizer, max_tool_response_tokens=768, progress=True):
     from tqdm.auto import tqdm
 
     kept, skipped = [], 0
@@ -243,7 +258,9 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
     started = time.perf_counter()
     model = config.model or course_config.default_model()
     service = service or connect(config.backend)
-    training_client = service.create_lora_training_client(base_model=model, rank=config.lora_rank, seed=config.seed)
+    training_client = service.create_lora_training_client(
+        base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
+    )
     tokenizer = training_client.get_tokenizer()
     if search_client is None:
         from helpers.search import create_search_client
@@ -252,7 +269,9 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
     if examples is None:
         from helpers.data import load_examples
 
-        examples = load_examples(config.split, limit=config.limit)
+        examples = load_examples(config.split)
+        random.Random(config.seed).shuffle(examples)  # the file is grouped by source: mix before cutting
+        examples = examples[: config.limit] if config.limit else examples
     demos, skipped = build_demonstrations(examples, search_client, tokenizer, config.max_tool_response_tokens, progress)
     if not demos:
         raise RuntimeError("the scripted teacher found no answer in the evidence for any question; is the index built?")
@@ -294,8 +313,8 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
     state = _result(training_client.save_state(f"{name}-state"))
     sampler = _result(training_client.save_weights_for_sampler(f"{name}-sampler"))
     result = SFTResult(
-        state_path=str(getattr(state, "path", state)),
-        sampler_path=str(getattr(sampler, "path", sampler)),
+        state_path=materialise_checkpoint(str(getattr(state, "path", state)), run.path / "state"),
+        sampler_path=materialise_checkpoint(str(getattr(sampler, "path", sampler)), run.path / "sampler"),
         demonstrations=len(demos),
         skipped=skipped,
         steps=steps,

@@ -301,7 +301,7 @@ class TrainConfig:
     max_search_calls: int = 4
     max_assistant_turns: int = 6
     max_assistant_tokens: int = 256
-    max_tool_response_tokens: int = 512
+    max_tool_response_tokens: int = 768
     max_trajectory_tokens: int = 4096
     search_backend: str = "local"
     search_concurrency: int = 8
@@ -310,6 +310,7 @@ class TrainConfig:
     learning_rate: float = 5e-5
     grad_clip_norm: float = 1.0
     lora_rank: int = 16
+    train_unembed: bool = False  # LoRA on lm_head too (PyTRIO's default); off keeps the adapter small
     seed: int = 0
     save_every: int = 5
     micro_batch_datums: int = 16
@@ -582,7 +583,9 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
     run = RunDir(config.out)
     service = service or connect(config.backend)
     model = config.resolved_model()
-    training_client = service.create_lora_training_client(base_model=model, rank=config.lora_rank, seed=config.seed)
+    training_client = service.create_lora_training_client(
+        base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
+    )
     start_step = 0
     last = run.last_checkpoint() if config.resume else None
     if last is not None:
@@ -608,13 +611,50 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
     return TrainingSession(config, service, training_client, tokenizer, search_client, list(examples), run, start_step)
 
 
-def save_checkpoint(session: TrainingSession, steps_done: int) -> str:
+def materialise_checkpoint(path: str, directory: str | Path) -> str:
+    """Copy a local-engine checkpoint out of the shared cache into the run folder.
+
+    The run folder then holds everything a resume needs (another command, another day), and
+    the returned plain directory path loads anywhere the local engine runs. Remote (PyTRIO)
+    paths are returned unchanged: the service keeps them.
+    """
+    if not str(path).startswith("local://"):
+        return str(path)
+    import shutil
+
+    from helpers.engine.local import resolve_path
+
+    source = resolve_path(str(path))
+    target = Path(directory)
+    if target.exists():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source, target)
+    shutil.rmtree(source, ignore_errors=True)  # the cache copy is ours and now redundant
+    return str(target.resolve())
+
+
+def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) -> str:
     """save_state (weights + optimiser) and record it; `steps_done` steps are inside it."""
     name = f"{Path(session.config.out).name}-step{steps_done:05d}"
     response = _result(session.training_client.save_state(name))
-    path = getattr(response, "path", response)
-    session.run.append_jsonl(session.run.checkpoints, {"step": steps_done, "path": str(path), "time": time.time()})
-    return str(path)
+    path = materialise_checkpoint(str(getattr(response, "path", response)),
+                                  session.run.path / "checkpoints" / f"step{steps_done:05d}")
+    session.run.append_jsonl(session.run.checkpoints, {"step": steps_done, "path": path, "time": time.time()})
+    _prune_checkpoints(session.run, keep)
+    return path
+
+
+def _prune_checkpoints(run: RunDir, keep: int) -> None:
+    import shutil
+
+    folder = run.path / "checkpoints"
+    if not folder.is_dir() or keep < 1:
+        return
+    wanted = {str(Path(row["path"]).resolve()) for row in run.read_jsonl(run.checkpoints)[-keep:]}
+    for child in folder.iterdir():
+        if child.is_dir() and str(child.resolve()) not in wanted:
+            shutil.rmtree(child, ignore_errors=True)
 
 
 def train(
@@ -674,7 +714,7 @@ def train(
     }
     if summary["finished"]:
         response = _result(session.training_client.save_weights_for_sampler(f"{Path(config.out).name}-final"))
-        summary["sampler_path"] = str(getattr(response, "path", response))
+        summary["sampler_path"] = materialise_checkpoint(str(getattr(response, "path", response)), run.path / "final")
     run.write_json("summary.json", summary)
     return summary
 

@@ -247,3 +247,13 @@ def test_batch_groups_by_question_and_uses_per_group_references():
     hook = eff.make_group_reward_fn(eff.EfficiencyConfig())
     rows2 = hook(batch, step=3, reference_lengths=refs)
     assert [r.reward for r in rows2] == [r.reward for r in rows]
+
+
+def test_format_penalty_is_off_by_default_and_charges_broken_formats_when_on():
+    args = dict(r_base=[1, 0, 0], calls=[1, 1, 1], lengths=[20, 20, 20],
+                valid_format=[True, True, False])
+    off = eff.score_group(**args)
+    assert off[1].reward == off[2].reward
+    on = eff.score_group(**args, config=eff.EfficiencyConfig(format_penalty=0.1))
+    assert on[2].reward == pytest.approx(on[1].reward - 0.1)
+    assert on[0].reward == off[0].reward

@@ -167,3 +167,21 @@ def test_retrieval_quality_counts_answers_and_gold(index):
     assert report["hotpotqa"]["answer@3"] == 1.0
     table = format_quality(report)
     assert "| nq | 2 |" in table and "50.0 %" in table
+
+
+def test_numpy_builder_scores_exactly_like_bm25s(rows):
+    import bm25s
+    import numpy as np
+
+    stemmer, _ = local._analyzer()
+    reference = bm25s.BM25()
+    reference.index(bm25s.tokenize([r["contents"] for r in rows], stopwords="en", stemmer=stemmer,
+                                   show_progress=False), show_progress=False)
+    ours = local.LocalIndex.from_rows(rows).retriever
+    assert len(ours.scores["data"]) == len(reference.scores["data"])
+    for query in ("first nobel prize physics", "river flows through paris", "omega alpha", "Shakespeare tragedy"):
+        tokens = local.analyze(query)
+        want = reference.get_scores_from_ids([reference.vocab_dict[t] for t in tokens if t in reference.vocab_dict])
+        got = ours.get_scores_from_ids([ours.vocab_dict[t] for t in tokens if t in ours.vocab_dict])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert got.max() > 0

@@ -51,6 +51,7 @@ import os
 
 from helpers.engine.local import SamplingClient, ServiceClient, TrainingClient
 from helpers.engine.losses import LOSS_FUNCTIONS
+from helpers.engine.probes import measure_logprob_agreement, probe_loss_normalisation
 
 BACKENDS = ("local", "pytrio")
 
@@ -61,6 +62,8 @@ __all__ = [
     "ServiceClient",
     "TrainingClient",
     "connect",
+    "measure_logprob_agreement",
+    "probe_loss_normalisation",
 ]
 
 

@@ -93,6 +93,7 @@ class ModelHost:
         self.eos_ids = _eos_ids(self.tokenizer, self.model)
         self.max_context = int(getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
         self.torch = torch
+        self.stats = {"decode_batches": 0, "sample_requests": 0, "sampled_rows": 0}
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name=f"engine-{name}", daemon=True)
         self._thread.start()
@@ -151,6 +152,9 @@ class ModelHost:
             try:
                 with self.adapter_context(group[0].adapter):
                     results = run_sample_jobs(self, group)
+                self.stats["decode_batches"] += 1
+                self.stats["sample_requests"] += len(group)
+                self.stats["sampled_rows"] += sum(j.num_samples for j in group)
                 for j, r in zip(group, results):
                     j.future.set_result(r)
             except BaseException as error:  # noqa: BLE001

@@ -156,10 +156,11 @@ def decode(host, rows: list[Row]) -> None:
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
 
+    cache_arg = _cache_argument(host)
     with torch.inference_mode():
         cache = DynamicCache()
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                    use_cache=True, logits_to_keep=1)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
+                    **{cache_arg: cache})
         index = torch.tensor(source, device=device)
         logits = out.logits[:, -1].float().index_select(0, index)
         cache.batch_select_indices(index)
@@ -188,9 +189,16 @@ def decode(host, rows: list[Row]) -> None:
                 active = [active[j] for j in keep]
             mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
             out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                        past_key_values=cache, use_cache=True)
+                        use_cache=True, **{cache_arg: cache})
             logits = out.logits[:, -1].float()
             next_pos = next_pos + 1
+
+
+def _cache_argument(host) -> str:
+    """transformers 5 renamed `past_key_values` to `cache`; use whichever the model takes."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(host.model.forward).parameters else "past_key_values"
 
 
 def prompt_logprobs(host, prompt: list[int]) -> list[float | None]:

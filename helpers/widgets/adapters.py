@@ -18,72 +18,78 @@ def _parse(text: str) -> tuple[str, str | None]:
     return parsed.kind, parsed.query
 
 
-def _tool_messages(trajectory: Any) -> list[dict[str, Any]]:
-    return [message for message in getattr(trajectory, "messages", []) or [] if message.get("role") == "tool"]
-
-
-def _count_tokens(tokenizer: Any, text: str) -> int | None:
-    if tokenizer is None:
-        return None
-    return len(tokenizer.encode(text, add_special_tokens=False))
-
-
-def _cut_flags(trajectory: Any, count: int) -> list[bool]:
-    """Per-observation 'was it cut to the budget' flags, from whatever the rollout recorded."""
-    for name in ("observation_cut", "observations_cut", "truncated"):
-        flags = getattr(trajectory, name, None)
-        if isinstance(flags, (list, tuple)):
-            return [bool(flag) for flag in flags][:count] + [False] * max(0, count - len(flags))
-    observations = getattr(trajectory, "observations", None)
-    if isinstance(observations, (list, tuple)):
-        flags = [bool(getattr(o, "cut", None) if not isinstance(o, dict) else o.get("cut")) for o in observations]
-        return flags[:count] + [False] * max(0, count - len(flags))
-    return [False] * count
+def _leaf_from_branch(branch: dict[str, Any]) -> dict[str, Any]:
+    """A branch of helpers.rollout.trajectory_tree as a TrajectoryTree leaf."""
+    turns = []
+    for turn in branch["turns"]:
+        observation = turn.get("observation")
+        turns.append(
+            {
+                "kind": turn.get("kind") or "answer",
+                "text": turn.get("text") or "",
+                "query": turn.get("query"),
+                "tokens": turn.get("sampled_tokens", 0),
+                "error": turn.get("error"),
+                "observation": observation.get("content") if observation and observation.get("fitted") else None,
+                "observation_tokens": observation.get("tokens") if observation and observation.get("fitted") else None,
+                "cut": bool(observation and (observation.get("cut") or not observation.get("fitted"))),
+            }
+        )
+    return {
+        "index": branch["group_index"],
+        "reward": branch["reward"],
+        "advantage": branch["advantage"],
+        "exact_match": branch.get("exact_match", False),
+        "valid_format": branch.get("valid_format", False),
+        "end_reason": branch.get("end_reason") or "",
+        "turns": turns,
+    }
 
 
 def leaf_data(trajectory: Any, tokenizer: Any = None) -> dict[str, Any]:
-    tools = _tool_messages(trajectory)
-    cuts = _cut_flags(trajectory, len(tools))
+    """One trajectory as a leaf, from its turns and tool messages (any Trajectory-like object)."""
+    tools = [m for m in getattr(trajectory, "messages", []) or [] if m.get("role") == "tool"]
     turns = []
     tool_position = 0
     for turn in getattr(trajectory, "turns", []) or []:
         kind, query = _parse(turn.text)
         observation = observation_tokens = None
-        cut = False
         if kind == "tool" and tool_position < len(tools):
             observation = str(tools[tool_position].get("content") or "")
-            observation_tokens = _count_tokens(tokenizer, observation)
-            cut = cuts[tool_position]
+            if tokenizer is not None:
+                observation_tokens = len(tokenizer.encode(observation, add_special_tokens=False))
             tool_position += 1
-        turns.append(
-            {
-                "kind": kind,
-                "text": turn.text,
-                "query": query,
-                "tokens": len(turn.completion_tokens),
-                "observation": observation,
-                "observation_tokens": observation_tokens,
-                "cut": cut,
-            }
-        )
+        turns.append({"kind": kind, "text": turn.text, "query": query, "tokens": len(turn.completion_tokens),
+                      "observation": observation, "observation_tokens": observation_tokens, "cut": False})
     return {
         "index": int(getattr(trajectory, "group_index", 0)),
         "reward": float(getattr(trajectory, "reward", 0.0)),
         "advantage": float(getattr(trajectory, "advantage", 0.0)),
         "exact_match": bool(getattr(trajectory, "exact_match", False)),
         "valid_format": bool(getattr(trajectory, "valid_format", False)),
+        "end_reason": str(getattr(trajectory, "end_reason", "") or ""),
         "turns": turns,
     }
 
 
 def tree_data(group: Sequence[Any], tokenizer: Any = None) -> dict[str, Any]:
-    """One GRPO group (trajectories of the same question) as TrajectoryTree data."""
+    """One GRPO group (trajectories of the same question) as TrajectoryTree data.
+
+    Uses helpers.rollout.trajectory_tree (which knows each observation's size and whether it was
+    cut); falls back to reading turns and tool messages for other Trajectory-like objects.
+    """
     group = list(group)
     if not group:
         return {"question": "", "answers": [], "leaves": []}
     questions = {getattr(t, "question_index", 0) for t in group}
     if len(questions) > 1:
         raise ValueError(f"a tree shows one group; got question indexes {sorted(questions)}. Use groups_of(trajectories)")
+    if all(hasattr(t, "searches") for t in group):
+        from helpers.rollout import trajectory_tree
+
+        tree = trajectory_tree(group)
+        leaves = sorted((_leaf_from_branch(b) for b in tree["branches"]), key=lambda leaf: leaf["index"])
+        return {"question": tree["question"], "answers": list(tree["references"]), "leaves": leaves}
     example = group[0].example
     return {
         "question": example.question,
@@ -162,11 +168,13 @@ def _row_from_table(row: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
     if role in {"system", "user", "question"}:
         role = "prompt"
     mask = row.get("mask", row.get("trained", 1 if role == "assistant" else 0))
+    # context tokens have no sampler logprob (the table stores 0.0 there): show none
+    logprob = row.get("logprob", row.get("old_logprob")) if mask else None
     return {
         "id": token,
         "text": text,
         "role": role,
-        "logprob": row.get("logprob", row.get("old_logprob")),
+        "logprob": logprob,
         "advantage": row.get("advantage", 0.0),
         "mask": int(bool(mask)),
     }

@@ -13,16 +13,17 @@ from helpers import config
 
 FAST = {
     "questions": 1,
-    "group_size": 3,
+    "group_size": 2,
     "max_search_calls": 1,
     "max_assistant_turns": 3,
-    "max_assistant_tokens": 64,
-    "max_tool_response_tokens": 96,
+    "max_assistant_tokens": 48,
+    "max_tool_response_tokens": 160,
     "max_trajectory_tokens": 1024,
     "temperature": 1.0,
     "eval_questions": 2,
-    "sft_steps": 2,
-    "grpo_steps": 2,
+    "sft_questions": 4,
+    "sft_epochs": 1,
+    "grpo_steps": 1,
 }
 FULL = {
     "questions": 2,
@@ -34,7 +35,8 @@ FULL = {
     "max_trajectory_tokens": 3072,
     "temperature": 1.0,
     "eval_questions": 20,
-    "sft_steps": 20,
+    "sft_questions": 64,
+    "sft_epochs": 2,
     "grpo_steps": 10,
 }
 

@@ -46,17 +46,21 @@ function details(leaf) {
   box.dataset.testid = "tree-details";
   box.appendChild(node("div", "srt-details-title",
     `τ${leaf.index}: reward ${signed(leaf.reward)}, advantage ${signed(leaf.advantage)}, ` +
-    `format ${leaf.valid_format ? "valid" : "invalid"}, exact match ${leaf.exact_match ? "yes" : "no"}`));
+    `format ${leaf.valid_format ? "valid" : "invalid"}, exact match ${leaf.exact_match ? "yes" : "no"}` +
+    (leaf.end_reason ? `, ended by ${leaf.end_reason}` : "")));
   leaf.turns.forEach((turn, position) => {
     const block = node("div", "srt-detail-turn");
     block.dataset.testid = "tree-detail-turn";
-    block.appendChild(node("div", "srt-detail-head", `turn ${position + 1} · assistant · ${turn.kind} · ${turn.tokens} tokens`));
+    block.appendChild(node("div", "srt-detail-head",
+      `turn ${position + 1} · assistant · ${turn.kind}${turn.error ? " (" + turn.error + ")" : ""} · ${turn.tokens} tokens`));
     block.appendChild(node("pre", "srt-pre srt-assistant-text", turn.text));
     if (turn.observation !== null) {
       const head = `observation · ${turn.observation_tokens === null ? "?" : turn.observation_tokens} tokens` +
         (turn.cut ? " · cut to the budget" : "");
       block.appendChild(node("div", "srt-detail-head srt-observation-head", head));
       block.appendChild(node("pre", "srt-pre srt-observation-text", turn.observation));
+    } else if (turn.kind === "tool" && turn.cut) {
+      block.appendChild(node("div", "srt-detail-head srt-cut", "no evidence fitted in the budget: the trajectory ended on this call"));
     }
     box.appendChild(block);
   });

@@ -47,6 +47,7 @@ def normalise_tree(data: dict[str, Any]) -> dict[str, Any]:
                     "observation": None if observation is None else str(observation),
                     "observation_tokens": None if turn.get("observation_tokens") is None else int(turn["observation_tokens"]),
                     "cut": bool(turn.get("cut", False)),
+                    "error": None if turn.get("error") is None else str(turn["error"]),
                 }
             )
         leaves.append(
@@ -56,6 +57,7 @@ def normalise_tree(data: dict[str, Any]) -> dict[str, Any]:
                 "advantage": float(leaf.get("advantage", 0.0)),
                 "exact_match": bool(leaf.get("exact_match", False)),
                 "valid_format": bool(leaf.get("valid_format", False)),
+                "end_reason": str(leaf.get("end_reason") or ""),
                 "turns": turns,
             }
         )
@@ -96,10 +98,12 @@ def tree_html(data: dict[str, Any], selected: int | None = None) -> str:
         for leaf in chosen:
             parts = []
             for number, turn in enumerate(leaf["turns"], start=1):
-                parts.append(f"<h5>turn {number} ({esc(turn['kind'])}, {turn['tokens']} tokens)</h5><pre>{esc(turn['text'])}</pre>")
+                why = f", {esc(turn['error'])}" if turn["error"] else ""
+                parts.append(f"<h5>turn {number} ({esc(turn['kind'])}{why}, {turn['tokens']} tokens)</h5><pre>{esc(turn['text'])}</pre>")
                 if turn["observation"] is not None:
                     parts.append(f"<h6>observation{' (cut)' if turn['cut'] else ''}</h6><pre>{esc(turn['observation'])}</pre>")
-            details = f'<div class="srt-details">{"".join(parts)}</div>'
+            ended = f"<p>ended by: {esc(leaf['end_reason'])}</p>" if leaf["end_reason"] else ""
+            details = f'<div class="srt-details">{ended}{"".join(parts)}</div>'
     gold = ", ".join(tree["answers"])
     return (
         f'<div class="srt-tree"><div class="srt-root"><b>question</b> {esc(tree["question"])}'

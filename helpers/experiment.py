@@ -1,0 +1,350 @@
+"""The whole experiment in one entry point: SFT warm start -> GRPO -> evaluation table -> report.
+
+    python -m helpers.experiment --preset h200 --out results/h200                 # everything
+    python -m helpers.experiment --preset h200 --out results/h200 --stage sft     # ~2-3 min
+    python -m helpers.experiment --preset h200 --out results/h200 --stage grpo --max-minutes 8
+    python -m helpers.experiment --preset h200 --out results/h200 --stage grpo --max-minutes 8  # resumes
+    python -m helpers.experiment --preset h200 --out results/h200 --stage eval --max-minutes 8
+    python -m helpers.experiment --preset h200 --out results/h200 --stage report
+    python -m helpers.experiment --preset cpu-dry --out runs/cpu-dry             # the short, honest CPU run
+
+Every stage is resumable: SFT is reused once finished, GRPO continues from its last checkpoint
+with the same data order, each evaluation is skipped once its JSONL exists, the report is
+rebuilt from files. Heavy state (checkpoints with optimiser state) lives in `--work`
+(default runs/<out name>, git-ignored); `--out` receives only what is worth committing:
+metrics and eval JSONL, markdown tables, PNG plots, the final LoRA adapter (bf16 safetensors),
+the configs and every command that ran. `--set grpo.learning_rate=1e-4` overrides one field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from helpers.analyse import compare, format_comparison, format_table, plot_eval, plot_training, read_jsonl, summarise
+from helpers.eval import EvalConfig, evaluate
+from helpers.sft import SFTConfig, run_sft
+from helpers.train import RunDir, TrainConfig, _field_type, train
+
+STAGES = ("sft", "grpo", "eval", "report")
+ADAPTER_LIMIT_BYTES = 20 * 1024 * 1024
+
+# Budgets shared by GRPO and every evaluation, so the comparison is like for like.
+_H200_BUDGETS = dict(max_search_calls=3, max_assistant_turns=4, max_assistant_tokens=256,
+                     max_tool_response_tokens=768, max_trajectory_tokens=4096)
+_CPU_BUDGETS = dict(max_search_calls=2, max_assistant_turns=3, max_assistant_tokens=40,
+                    max_tool_response_tokens=400, max_trajectory_tokens=2048)
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    # One H200, bf16: ~2 min SFT, GRPO sized by --max-minutes (about 20-40 steps), eval on 600 test questions.
+    "h200": {
+        "common": {"model": "qwen2.5-0.5b", "lora_rank": 16},
+        "sft": dict(limit=800, epochs=2, batch_size=16, learning_rate=2e-4, micro_batch_datums=16,
+                    micro_batch_tokens=32768, max_tool_response_tokens=768),
+        "grpo": dict(max_steps=40, questions_per_batch=16, group_size=8, learning_rate=4e-5, save_every=5,
+                     temperature=1.0, micro_batch_datums=32, micro_batch_tokens=65536, search_concurrency=16,
+                     **_H200_BUDGETS),
+        "eval": dict(split="test", limit=None, batch_size=200, temperature=0.0, search_concurrency=16, **_H200_BUDGETS),
+        "run": dict(grpo_minutes=12.0),
+    },
+    # Same script on CPU with the 135M model and tiny budgets: proves the plumbing, not the learning.
+    "cpu-dry": {
+        "common": {"model": "smollm2-135m", "lora_rank": 8},
+        "sft": dict(limit=6, epochs=1, batch_size=3, learning_rate=2e-4, micro_batch_datums=3,
+                    micro_batch_tokens=8192, max_tool_response_tokens=400),
+        "grpo": dict(max_steps=2, questions_per_batch=2, group_size=2, learning_rate=5e-5, save_every=1,
+                     micro_batch_datums=2, micro_batch_tokens=8192, search_concurrency=2, **_CPU_BUDGETS),
+        "eval": dict(split="test", limit=3, batch_size=3, temperature=0.0, search_concurrency=2, **_CPU_BUDGETS),
+        "run": dict(grpo_minutes=10.0),
+    },
+}
+
+EVALS = (  # label, mode, which checkpoint
+    ("base_closed_book", "closed_book", None),
+    ("base_rag", "rag", None),
+    ("base_agent", "agent", None),
+    ("sft", "agent", "sft"),
+    ("sft_grpo", "agent", "grpo"),
+)
+
+
+@dataclasses.dataclass
+class Plan:
+    out: Path
+    work: Path
+    sft: SFTConfig
+    grpo: TrainConfig
+    eval: EvalConfig
+    grpo_minutes: float
+
+
+def _coerce(cls, name: str, text: str):
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if name not in fields:
+        raise SystemExit(f"--set: {cls.__name__} has no field {name!r}; fields: {sorted(fields)}")
+    if text.lower() in {"none", "null"}:
+        return None
+    kind = _field_type(fields[name])
+    if kind is bool:
+        return text.lower() in {"1", "true", "yes", "on"}
+    return kind(text)
+
+
+def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequence[str] = ()) -> Plan:
+    if preset not in PRESETS:
+        raise SystemExit(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    spec = PRESETS[preset]
+    out_path = Path(out)
+    work_path = Path(work) if work else Path("runs") / out_path.name
+    common = dict(spec["common"])
+    sft = SFTConfig(**{**common, **spec["sft"], "out": str(work_path / "sft")})
+    grpo = TrainConfig(**{**common, **spec["grpo"], "out": str(work_path / "grpo")})
+    eval_common = {k: v for k, v in common.items() if k != "lora_rank"}
+    evaluation = EvalConfig(**{**eval_common, **spec["eval"]})
+    grpo_minutes = float(spec["run"]["grpo_minutes"])
+    for item in overrides:
+        key, _, value = item.partition("=")
+        section, _, name = key.partition(".")
+        target = {"sft": sft, "grpo": grpo, "eval": evaluation}.get(section)
+        if target is None or not name:
+            raise SystemExit(f"--set takes sft.<field>=v, grpo.<field>=v or eval.<field>=v, got {item!r}")
+        setattr(target, name, _coerce(type(target), name, value))
+    if grpo.lora_rank != sft.lora_rank or grpo.model != sft.model:
+        raise SystemExit("GRPO starts from the SFT checkpoint: model and lora_rank must match")
+    return Plan(out_path, work_path, sft, grpo, evaluation, grpo_minutes)
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def stage_sft(plan: Plan) -> dict:
+    result = run_sft(plan.sft)
+    return dataclasses.asdict(result)
+
+
+def _sft_result(plan: Plan) -> dict:
+    path = Path(plan.sft.out) / "result.json"
+    if not path.exists():
+        raise SystemExit(f"no finished SFT in {plan.sft.out}: run --stage sft first")
+    return json.loads(path.read_text())
+
+
+def stage_grpo(plan: Plan, max_minutes: float | None, on_step=None) -> dict:
+    sft = _sft_result(plan)
+    config = dataclasses.replace(plan.grpo, init_from=sft["state_path"], max_minutes=max_minutes)
+    return train(config, on_step=on_step or _print_step)
+
+
+def _print_step(metrics: dict) -> None:
+    print(
+        f"step {metrics['step']:>3}  reward {metrics['reward_mean']:+.3f}  EM {metrics['exact_match']:.3f}  "
+        f"format {metrics['valid_format_rate']:.2f}  searches {metrics['search_calls_mean']:.2f}  "
+        f"≥2 {metrics['multi_search_share']:.2f}  degenerate {metrics['degenerate_group_share']:.2f}  "
+        f"KL {metrics.get('kl_sampler_trainer_k3', float('nan')):.4f}  {metrics['time_step']:.1f}s",
+        flush=True,
+    )
+
+
+def grpo_policy_path(plan: Plan) -> str | None:
+    """The final sampler weights if GRPO finished, else its latest checkpoint (None: no GRPO yet)."""
+    run = RunDir(plan.grpo.out)
+    summary_path = run.path / "summary.json"
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text())
+        if summary.get("sampler_path"):
+            return summary["sampler_path"]
+    last = run.last_checkpoint()
+    return last["path"] if last else None
+
+
+def stage_eval(plan: Plan, max_minutes: float | None) -> dict[str, str]:
+    started = time.perf_counter()
+    folder = plan.out / "eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    done: dict[str, str] = {}
+    durations: list[float] = []
+    for label, mode, source in EVALS:
+        path = folder / f"{label}.jsonl"
+        if path.exists():
+            done[label] = str(path)
+            continue
+        model_path = None
+        if source == "sft":
+            model_path = _sft_result(plan)["sampler_path"]
+        elif source == "grpo":
+            model_path = grpo_policy_path(plan)
+            if model_path is None:
+                print("skipping sft_grpo: no GRPO checkpoint yet", flush=True)
+                continue
+        if max_minutes is not None and durations:
+            if (time.perf_counter() - started) + max(durations) > max_minutes * 60:
+                print(f"time budget reached before {label}: run --stage eval again to continue", flush=True)
+                break
+        t0 = time.perf_counter()
+        config = dataclasses.replace(plan.eval, mode=mode, label=label, model_path=model_path, output=str(path))
+        rows = evaluate(config)
+        durations.append(time.perf_counter() - t0)
+        print(format_table({label: summarise(rows)}), flush=True)
+        done[label] = str(path)
+    return done
+
+
+def export_adapter(policy_path: str, target: Path) -> Path:
+    """The final LoRA as bf16 safetensors + meta.json: loads on any CPU with the local engine."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    source = Path(policy_path)
+    if str(policy_path).startswith("local://"):
+        from helpers.engine.local import resolve_path
+
+        source = resolve_path(policy_path)
+    target.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in load_file(str(source / "adapter.safetensors")).items()}
+    save_file(tensors, str(target / "adapter.safetensors"))
+    meta = json.loads((source / "meta.json").read_text())
+    meta["has_optimizer"] = False
+    meta["exported_dtype"] = "bfloat16"
+    (target / "meta.json").write_text(json.dumps(meta, indent=1))
+    size = (target / "adapter.safetensors").stat().st_size
+    if size > ADAPTER_LIMIT_BYTES:
+        print(f"warning: adapter is {size / 2**20:.1f} MiB, over the 20 MiB goal; lower lora_rank", flush=True)
+    return target
+
+
+def stage_report(plan: Plan) -> Path:
+    out = plan.out
+    out.mkdir(parents=True, exist_ok=True)
+    sft_dir, grpo_dir = Path(plan.sft.out), Path(plan.grpo.out)
+    for source, name in [(sft_dir / "metrics.jsonl", "sft_metrics.jsonl"), (sft_dir / "result.json", "sft_result.json"),
+                         (sft_dir / "demonstrations.jsonl", "sft_demonstrations.jsonl"),
+                         (grpo_dir / "metrics.jsonl", "grpo_metrics.jsonl"), (grpo_dir / "summary.json", "grpo_summary.json"),
+                         (grpo_dir / "config.json", "grpo_config.json"), (sft_dir / "config.json", "sft_config.json")]:
+        if source.exists():
+            shutil.copyfile(source, out / name)
+    lines = [f"# Experiment `{out.name}`", ""]
+    metrics = read_jsonl(out / "grpo_metrics.jsonl") if (out / "grpo_metrics.jsonl").exists() else []
+    if metrics:
+        plot_training(metrics, out / "grpo_training.png", title=f"GRPO on {plan.grpo.model}")
+        first, last = metrics[: max(1, len(metrics) // 4)], metrics[-max(1, len(metrics) // 4):]
+
+        def avg(rows, key):
+            return sum(r[key] for r in rows) / len(rows)
+
+        lines += [
+            "## GRPO training", "",
+            f"{len(metrics)} steps, {plan.grpo.questions_per_batch} questions x group {plan.grpo.group_size}; "
+            f"first quarter vs last quarter of steps:", "",
+            "| metric | first | last |", "|---|---|---|",
+            *(f"| {key} | {avg(first, key):.3f} | {avg(last, key):.3f} |" for key in
+              ("reward_mean", "exact_match", "valid_format_rate", "search_calls_mean", "multi_search_share",
+               "degenerate_group_share", "time_step")),
+            "", "![GRPO training](grpo_training.png)", "",
+        ]
+    if (out / "sft_metrics.jsonl").exists():
+        sft_rows = read_jsonl(out / "sft_metrics.jsonl")
+        sft_result = json.loads((out / "sft_result.json").read_text()) if (out / "sft_result.json").exists() else {}
+        lines += ["## SFT warm start", "",
+                  f"{sft_result.get('demonstrations', '?')} scripted demonstrations "
+                  f"({sft_result.get('skipped', '?')} questions skipped: answer not in the evidence), "
+                  f"{len(sft_rows)} optimiser steps, {sft_result.get('seconds', 0):.0f} s; "
+                  f"NLL {sft_rows[0]['nll']:.3f} -> {sft_rows[-1]['nll']:.3f}.", ""]
+    evals = {label: read_jsonl(out / "eval" / f"{label}.jsonl") for label, _, _ in EVALS
+             if (out / "eval" / f"{label}.jsonl").exists()}
+    if evals:
+        summaries = {label: summarise(rows) for label, rows in evals.items()}
+        plot_eval(summaries, out / "eval_em_strict.png")
+        plot_eval(summaries, out / "eval_em_lenient.png", key="em_lenient", title="Lenient exact match on the test split")
+        lines += ["## Evaluation", "", format_table(summaries), "",
+                  "![strict EM](eval_em_strict.png)", ""]
+        if "sft" in evals and "sft_grpo" in evals:
+            lines += ["### SFT vs SFT + GRPO", "", format_comparison(compare(evals["sft"], evals["sft_grpo"], ("sft", "sft_grpo")),
+                                                                    ("sft", "sft_grpo")), ""]
+        (out / "summary_eval.json").write_text(json.dumps(summaries, indent=2))
+    policy = grpo_policy_path(plan) if (grpo_dir / "checkpoints.jsonl").exists() else None
+    if policy:
+        adapter = export_adapter(policy, out / "adapter")
+        size = (adapter / "adapter.safetensors").stat().st_size
+        lines += ["## Final adapter", "",
+                  f"`adapter/` ({size / 2**20:.1f} MiB, bf16): load it on any CPU with "
+                  f"`helpers.engine.connect().create_sampling_client('{plan.grpo.model}', '{out / 'adapter'}')` "
+                  f"or evaluate it: `python -m helpers.eval --model {plan.grpo.model} --model-path {out / 'adapter'}`.", ""]
+    lines += ["## Configuration", "", "```json",
+              json.dumps({"sft": dataclasses.asdict(plan.sft), "grpo": dataclasses.asdict(plan.grpo),
+                          "eval": dataclasses.asdict(plan.eval)}, indent=1), "```", "",
+              "Commands that produced this folder: `commands.txt`."]
+    (out / "README.md").write_text("\n".join(lines) + "\n")
+    return out / "README.md"
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m helpers.experiment", description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="h200", choices=sorted(PRESETS))
+    parser.add_argument("--out", default=None, help="publishable results (default results/<preset>)")
+    parser.add_argument("--work", default=None, help="checkpoints and heavy state (default runs/<out name>)")
+    parser.add_argument("--stage", default="all", choices=("all", *STAGES))
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="wall-clock limit of this command's GRPO / eval stage (stops cleanly, resumable)")
+    parser.add_argument("--time-budget-min", type=float, default=None,
+                        help="budget of the whole command; GRPO gets what is left after SFT minus the eval reserve")
+    parser.add_argument("--eval-reserve-min", type=float, default=6.0)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
+    args = parser.parse_args(argv)
+    out = args.out or f"results/{args.preset}"
+    plan = make_plan(args.preset, out, args.work, args.overrides)
+    plan.out.mkdir(parents=True, exist_ok=True)
+    with (plan.out / "commands.txt").open("a") as handle:
+        handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  python -m helpers.experiment {' '.join(argv)}\n")
+    (plan.out / "config.json").write_text(json.dumps(
+        {"preset": args.preset, "overrides": args.overrides, "sft": dataclasses.asdict(plan.sft),
+         "grpo": dataclasses.asdict(plan.grpo), "eval": dataclasses.asdict(plan.eval),
+         "env": {k: os.environ.get(k) for k in ("COURSE_PROFILE", "COURSE_BACKEND", "COURSE_MODEL")}}, indent=2))
+    started = time.perf_counter()
+    from helpers import config as course_config
+
+    if course_config.device() == "cpu":
+        import torch
+
+        torch.set_num_threads(min(2, os.cpu_count() or 1))  # shared CPU machines
+
+    def remaining() -> float | None:
+        if args.time_budget_min is None:
+            return None
+        return args.time_budget_min - (time.perf_counter() - started) / 60
+
+    stages = STAGES if args.stage == "all" else (args.stage,)
+    if "sft" in stages:
+        print(json.dumps({k: v for k, v in stage_sft(plan).items() if k != "losses"}, indent=1), flush=True)
+    if "grpo" in stages:
+        limit = args.max_minutes if args.max_minutes is not None else plan.grpo_minutes
+        left = remaining()
+        if left is not None:
+            limit = min(limit, left - (args.eval_reserve_min if "eval" in stages else 0.5))
+        if limit <= 0:
+            print("no time left for GRPO in this command's budget", flush=True)
+        else:
+            print(json.dumps(stage_grpo(plan, limit), indent=1), flush=True)
+    if "eval" in stages:
+        limit = args.max_minutes
+        left = remaining()
+        if left is not None:
+            limit = left - 0.5 if limit is None else min(limit, left - 0.5)
+        stage_eval(plan, limit)
+    if "report" in stages:
+        print(f"report: {stage_report(plan)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

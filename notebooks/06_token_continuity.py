@@ -1,0 +1,153 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 · Token continuity: keep the tokens the sampler gave you
+#
+# **What you will build.** The rule that keeps a multi-turn trajectory trainable: the assistant's
+# tokens are stored *exactly as sampled*, together with their old log-probabilities, and the chat
+# template is used only to produce the **new** tokens between turns (the end of the assistant turn
+# and the observation). You will see each trap on real tokens.
+#
+# **What you need.** A multi-turn trajectory from the rollout of notebook 05 (recomputed here if you
+# have not run it).
+#
+# Why it matters: the trainer compares, token by token, the log-probability the policy gives *now*
+# with the one the sampler recorded. If the tokens it trains on are not the tokens that were
+# sampled, those pairs no longer line up and the gradient is wrong — while the text still looks
+# perfectly fine.
+
+# %%
+from helpers.rollout import check_continuity
+from helpers.widgets import TokenStrip, token_rows
+from helpers.widgets.course import engine, search_trajectory
+
+tokenizer = engine().tokenizer
+# A sampled trajectory that searched, from notebook 05; if the untrained model never searched,
+# a teacher-forced one: its turns are given, but fed through the same rollout code.
+trajectory, origin = search_trajectory()
+print(f"a {origin} trajectory with {len(trajectory.turns)} turns")
+[(turn.kind, len(turn.prompt_tokens), len(turn.completion_tokens)) for turn in trajectory.turns]
+
+# %% [markdown]
+# ## Trap 1 — text is not tokens
+#
+# Many token sequences decode to the same text, and the tokenizer picks only one of them when it
+# encodes. So `encode(decode(sampled))` may differ from `sampled`. Here is the same word built from
+# two different token sequences:
+
+# %%
+whole = tokenizer.encode("Paris", add_special_tokens=False)
+pieces = tokenizer.encode("Par", add_special_tokens=False) + tokenizer.encode("is", add_special_tokens=False)
+print(whole, "→", repr(tokenizer.decode(whole)))
+print(pieces, "→", repr(tokenizer.decode(pieces)))
+print("same text:", tokenizer.decode(whole) == tokenizer.decode(pieces), "| same tokens:", whole == pieces)
+
+# %% [markdown]
+# A sampler can produce the second kind. And on real turns, re-encoding the text also drops or
+# rewrites special tokens such as the end-of-turn marker:
+
+# %%
+for number, turn in enumerate(trajectory.turns):
+    again = tokenizer.encode(turn.text, add_special_tokens=False)
+    print(f"turn {number}: sampled {len(turn.completion_tokens)} tokens, re-encoded text gives {len(again)}; "
+          f"identical: {again == turn.completion_tokens}")
+    print("   sampled ends with", [tokenizer.decode([t]) for t in turn.completion_tokens[-3:]])
+
+# %% [markdown]
+# ## Trap 2 — the end of the assistant turn
+#
+# The template closes an assistant turn with a few tokens (for ChatML: `<|im_end|>` and a newline).
+# The sampler may already have produced the first of them (it stopped *on* the stop token) or not
+# (it hit the token limit). `build_next_prompt` appends only the closing tokens that are missing —
+# the longest tail of the completion that is also a head of the closing sequence is not repeated —
+# and then the observation tokens. Either way the next prompt is the same:
+
+# %%
+from helpers.protocol import build_messages, template_family, tool_message
+from helpers.rollout import assistant_closing_tokens, build_next_prompt
+
+messages = build_messages(trajectory.example.question, None, template_family(tokenizer))
+first = trajectory.turns[0]
+closing = assistant_closing_tokens(tokenizer, messages)
+print("closing tokens:", closing, [tokenizer.decode([t]) for t in closing])
+observation = tool_message("search-demo", "[1] Title: Demo\n    Content: evidence text")
+with_stop = build_next_prompt(tokenizer, messages, first.text, first.prompt_tokens, first.completion_tokens, observation)
+stops = set(closing[:1])
+bare = [t for t in first.completion_tokens if t not in stops]
+without_stop = build_next_prompt(tokenizer, messages, first.text, first.prompt_tokens, bare, observation)
+print("completion with its stop token →", len(with_stop), "tokens; without →", len(without_stop), "tokens; equal:", with_stop == without_stop)
+
+# %% [markdown]
+# ## Trap 3 — a template that rewrites history
+#
+# Some templates re-render earlier turns differently once more messages follow (reasoning models'
+# templates often delete old `<think>` blocks). Then the prompt of turn 2 no longer *starts with*
+# the tokens of turn 1, and the old log-probs of turn 1 would be matched to the wrong tokens. The
+# rollout checks this on tokens, not text, and refuses to continue. Here we damage one token of the
+# second prompt to trigger it:
+
+# %%
+import copy
+
+check_continuity(trajectory)  # passes: every prompt extends the previous prompt + sampled tokens
+if len(trajectory.turns) >= 2:
+    broken = copy.deepcopy(trajectory)
+    broken.turns[1].prompt_tokens[len(broken.turns[0].prompt_tokens) + 1] += 1
+    try:
+        check_continuity(broken)
+    except ValueError as error:
+        print(type(error).__name__, "→", error)
+
+# %% [markdown]
+# ## The seams, token by token
+#
+# The strip shows the whole trajectory as the trainer will see it. Grey: the first prompt. Teal:
+# everything the environment and the template added between turns (observation). Green or red:
+# tokens the policy sampled, shaded by the trajectory's advantage (grey when the advantage is 0).
+# Hover or click a token for its id, text, old log-prob, advantage and mask. Look at the boundary
+# after each assistant turn: the sampled stop token, then the template's closing newline, then the
+# tool turn.
+
+# %%
+rows = token_rows(trajectory, tokenizer)
+strip = TokenStrip(rows)
+print(strip.summary)
+strip
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. The closing tokens are `closing` (above). A completion ends with
+#    `[…, 1234, closing[0]]`. How many closing tokens overlap with the completion, and which tokens
+#    does `build_next_prompt` append before the observation?
+
+# %%
+from helpers.widgets.exercises import check_glued, check_overlap
+
+completion = [1234, closing[0]]
+my_overlap = None
+my_glued = None  # a list of token ids
+check_overlap(completion, closing, my_overlap)
+check_glued(completion, closing, my_glued)
+
+# %% [markdown]
+# 2. Why does the trainer compare tokens and not text to detect a rewritten history?
+#
+# ### Solution
+
+# %% tags=["solution"]
+check_overlap(completion, closing, 1)
+check_glued(completion, closing, closing[1:])
+check_glued(first.completion_tokens, closing,
+            with_stop[len(first.prompt_tokens) + len(first.completion_tokens):][: len(closing) - (first.completion_tokens[-1:] == closing[:1])])

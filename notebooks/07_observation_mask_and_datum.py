@@ -1,0 +1,144 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 · The observation mask and the training Datum
+#
+# **What you will build.** The bridge from a finished trajectory to something the trainer can use:
+# one `Datum` per trajectory with, for every position, the input token, the target token, the old
+# log-prob and the advantage. Only tokens the policy sampled carry an advantage; everything the
+# environment wrote is context with advantage 0 — that is the **observation mask**.
+#
+# **What you need.** A continuous multi-turn trajectory (notebook 06) with a reward and a group
+# advantage (notebooks 03 and 05).
+#
+# Why mask observations? They are not actions of the policy. Training on them would teach the model
+# to *write* Wikipedia passages instead of to *use* them. They still stay in the context, so the
+# following assistant tokens are predicted with the evidence in view.
+
+# %%
+import copy
+
+import pandas as pd
+
+from helpers.train import build_datum
+from helpers.widgets import TokenStrip, token_rows
+from helpers.widgets.course import engine, search_trajectory
+
+tokenizer = engine().tokenizer
+trajectory, origin = search_trajectory()
+if trajectory.advantage == 0.0:
+    # A lone or degenerate trajectory has A = 0 and would be skipped by training; give it the
+    # advantage it would have in the seed's example group [1, 0, 1, 0] so the mask is visible.
+    trajectory = copy.deepcopy(trajectory)
+    trajectory.advantage = 0.5
+print(f"{origin} trajectory: {len(trajectory.turns)} turns, reward {trajectory.reward:+.1f}, advantage {trajectory.advantage:+.2f}")
+
+# %% [markdown]
+# ## Stitch, then shift once
+#
+# `build_datum` walks the turns. The first turn's prompt (system, tool schema, question) goes in with
+# old log-prob 0 and advantage 0. For each later turn, only the part of its prompt that is new — the
+# closing tokens of the previous turn, the observation, the next assistant header — is appended, again
+# with zeros. Each turn's sampled tokens go in with their sampler log-probs and the trajectory's
+# advantage. At the very end the whole sequence is shifted by one: `input = full[:-1]`,
+# `target = full[1:]`, and log-probs and advantages move with the targets. This works for any number
+# of turns.
+
+# %%
+item = build_datum(trajectory)
+datum = item.datum
+inputs = datum.loss_fn_inputs
+targets = inputs["target_tokens"].to_numpy()
+old_logprobs = inputs["logprobs"].to_numpy()
+advantages = inputs["advantages"].to_numpy()
+full_length = len(trajectory.turns[-1].prompt_tokens) + len(trajectory.turns[-1].completion_tokens)
+print(f"full sequence {full_length} tokens → Datum of {item.length} positions")
+print(f"positions with an advantage: {(advantages != 0).sum()} = sampled tokens {sum(len(t.completion_tokens) for t in trajectory.turns)}")
+
+# %% [markdown]
+# Around the first seam (end of turn 1 → observation → turn 2), position by position:
+
+# %%
+seam = len(trajectory.turns[0].prompt_tokens) + len(trajectory.turns[0].completion_tokens) - 1
+window = range(max(seam - 4, 0), min(seam + 8, item.length))
+input_ids = datum.model_input.to_ints()
+pd.DataFrame({
+    "position": list(window),
+    "input": [repr(tokenizer.decode([input_ids[i]])) for i in window],
+    "target": [repr(tokenizer.decode([int(targets[i])])) for i in window],
+    "old logprob": [round(float(old_logprobs[i]), 3) for i in window],
+    "advantage": [float(advantages[i]) for i in window],
+})
+
+# %% [markdown]
+# ## The mask, visible
+#
+# The same trajectory as a token strip. Every green (or red) token is a position the loss will push
+# up (or down); grey and teal ones only provide context.
+
+# %%
+strip = TokenStrip(token_rows(trajectory, tokenizer))
+print(strip.summary)
+strip
+
+# %% [markdown]
+# ## The turns share one advantage
+#
+# Search calls and the final answer get the **same** advantage: the trajectory's. If the answer was
+# right, the queries that led to it are reinforced together with it; if it was wrong, the whole chain
+# of actions is pushed down. That is how an outcome reward can teach a tool-use strategy.
+
+# %%
+per_turn = []
+position = 0
+for number, turn in enumerate(trajectory.turns):
+    start = len(turn.prompt_tokens) - 1  # shifted: the first sampled token is predicted here
+    span = advantages[start:start + len(turn.completion_tokens)]
+    per_turn.append({"turn": number, "kind": turn.kind, "sampled": len(turn.completion_tokens),
+                     "advantage values": sorted(set(float(a) for a in span))})
+pd.DataFrame(per_turn)
+
+# %% [markdown]
+# ## Exercises — the mask on paper
+#
+# A trajectory: prompt of 50 tokens → assistant turn 1 (20 tokens) → search result (300 tokens) →
+# assistant turn 2 (8 tokens). How many positions does its Datum have, and how many of them carry a
+# non-zero advantage? Work it out by hand first.
+
+# %%
+from helpers.widgets.exercises import check_mask_on_paper
+
+my_positions, my_with_advantage = None, None
+check_mask_on_paper(my_positions, my_with_advantage)
+
+# %% [markdown]
+# ### Solution
+#
+# Build exactly that trajectory with `helpers.rollout` types and let `build_datum` count.
+
+# %% tags=["solution"]
+from helpers.data import SearchExample
+from helpers.rollout import AssistantTurn, Trajectory
+
+prompt = list(range(1000, 1050))                    # 50 prompt tokens
+turn1 = list(range(2000, 2020))                     # 20 sampled tokens
+observation = list(range(3000, 3300))               # 300 observation tokens
+turn2 = list(range(4000, 4008))                     # 8 sampled tokens
+paper = Trajectory(example=SearchExample("paper", "q", ["a"], "demo"), group_index=0, messages=[], advantage=0.5,
+                   turns=[AssistantTurn(prompt, turn1, [-1.0] * 20, "call"),
+                          AssistantTurn(prompt + turn1 + observation, turn2, [-1.0] * 8, "Answer: a")])
+paper_datum = build_datum(paper)
+paper_advantages = paper_datum.datum.loss_fn_inputs["advantages"].to_numpy()
+print(paper_datum.length, int((paper_advantages != 0).sum()))
+check_mask_on_paper(paper_datum.length, int((paper_advantages != 0).sum()))

@@ -1,0 +1,196 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 · Group advantages and micro-batch weighting
+#
+# **What you will build.** The last two pieces before an update: the GRPO advantage of every
+# trajectory (its reward minus its group's mean reward) and the packing of Datums into micro-batches
+# whose losses add up to the mean over the whole rollout — checked against how the engine really
+# reduces a loss, with a probe.
+#
+# **What you need.** Rewards of complete groups (notebooks 03 and 05) and Datums (notebook 07).
+#
+# $$A_i = R(\tau_i) - \frac{1}{G}\sum_{j=1}^{G} R(\tau_j)$$
+#
+# The baseline is the group's own mean: a trajectory is good if it did better than its siblings on
+# the same question. So the advantage can be computed only once **every** trajectory of the group has
+# finished — never per trajectory, and never per micro-batch (that would change the baseline).
+
+# %%
+from helpers.data import SearchExample
+from helpers.rollout import Trajectory, assign_group_advantages
+from helpers.widgets import AdvantageBars, budgets
+from helpers.widgets.adapters import advantage_groups
+from helpers.widgets.course import recall, run_rollout
+from helpers.data import load_examples
+
+values = budgets()
+rollout = recall("rollout_05") or list(run_rollout(load_examples("train", limit=values["questions"]), values))
+degenerate = assign_group_advantages(rollout)
+print(f"{len(rollout)} trajectories, {degenerate} degenerate group(s)")
+AdvantageBars(advantage_groups(rollout))
+
+# %% [markdown]
+# ## Play with a group
+#
+# Set the four rewards of a group of four (the seed's figure uses `[1, 0, 1, 0]`). Every trajectory
+# with the same reward gets the same advantage; when all rewards are equal — all right, all wrong,
+# or all badly formatted — every advantage is 0 and the group is **degenerate**: it contributes no
+# gradient and is left out of training (its share of groups is worth logging: too many means the
+# questions are too easy or too hard for the current policy).
+
+# %%
+import ipywidgets as widgets
+from IPython.display import display
+
+
+def group_of(rewards):
+    example = SearchExample("demo", "a question", ["x"], "demo")
+    return [Trajectory(example=example, group_index=i, messages=[], reward=r) for i, r in enumerate(rewards)]
+
+
+pickers = [widgets.Dropdown(options=[1.0, 0.0, -0.1], value=v, description=f"τ{i}", layout=widgets.Layout(width="150px"))
+           for i, v in enumerate([1.0, 0.0, 1.0, 0.0])]
+bars = AdvantageBars()
+
+
+def regroup(_=None):
+    group = group_of([p.value for p in pickers])
+    assign_group_advantages(group)
+    bars.update(advantage_groups(group))
+
+
+for picker in pickers:
+    picker.observe(regroup, names="value")
+regroup()
+display(widgets.VBox([widgets.HBox(pickers), bars]))
+
+# %% [markdown]
+# ## Micro-batches: padding vs memory
+#
+# Multi-turn trajectories differ a lot in length. Put them all in one padded batch and most of the
+# compute goes to padding; so the trainer packs Datums into micro-batches of similar length
+# (`pack_micro_batches`: longest first, each into the first micro-batch where it fits under a cap
+# on datums and on padded tokens). Hatched = padding.
+
+# %%
+from types import SimpleNamespace
+
+from helpers.train import pack_micro_batches
+from helpers.widgets import MicroBatchBlocks
+
+lengths = [1480, 1320, 1290, 900, 880, 610, 420, 400]  # a step's trajectory lengths (tokens)
+items = [SimpleNamespace(length=n, datum=None) for n in lengths]
+max_datums = widgets.IntSlider(value=4, min=1, max=8, description="max_datums", continuous_update=False)
+max_tokens = widgets.IntSlider(value=4096, min=1536, max=12288, step=512, description="max_tokens", continuous_update=False)
+blocks = MicroBatchBlocks()
+
+
+def repack(_=None):
+    blocks.update(pack_micro_batches(items, max_datums=max_datums.value, max_tokens=max_tokens.value))
+
+
+max_datums.observe(repack, names="value")
+max_tokens.observe(repack, names="value")
+repack()
+display(widgets.VBox([max_datums, max_tokens, blocks]))
+
+# %% [markdown]
+# ## Weighting micro-batches so the mean stays global
+#
+# One `forward_backward` call reduces the loss over its datums; the micro-batches only *accumulate*
+# gradients and a single `optim_step` follows. If a call averages over its $n_k$ datums, summing the
+# calls would give every micro-batch the same total weight — a trajectory in a small micro-batch
+# would count more. Scaling the advantages of micro-batch $k$ by $n_k/N$ fixes it, because the
+# importance-sampling loss is linear in the advantage:
+#
+# $$\sum_k \frac{n_k}{N}\,\operatorname{mean}(\mathcal L_k) = \frac{1}{N}\sum_{i=1}^{N}\mathcal L_i.$$
+#
+# The numbers, for eight losses split 5 + 3:
+
+# %%
+import numpy as np
+
+losses = np.array([0.9, 0.1, 0.4, 0.7, 0.3, 1.2, 0.05, 0.6])
+first, second = losses[:5], losses[5:]
+print("global mean:              ", losses.mean())
+print("unweighted sum of means:  ", first.mean() + second.mean())
+print("weighted (5/8, 3/8):      ", 5 / 8 * first.mean() + 3 / 8 * second.mean())
+
+# %% [markdown]
+# `weight_micro_batch_for_global_mean` applies the weight to a real micro-batch (targets and old
+# log-probs untouched):
+
+# %%
+import copy
+
+from helpers.train import build_training_datums, weight_micro_batch_for_global_mean
+from helpers.widgets.course import search_trajectory
+
+trajectory, origin = search_trajectory(values)
+pair = [copy.deepcopy(trajectory), copy.deepcopy(trajectory)]
+pair[0].advantage, pair[1].advantage = 0.5, -0.5
+datums = build_training_datums(pair)
+weighted = weight_micro_batch_for_global_mean(datums[:1], total_samples=8)
+before = datums[0].datum.loss_fn_inputs["advantages"].to_numpy()
+after = weighted[0].loss_fn_inputs["advantages"].to_numpy()
+print("advantage on sampled tokens before:", before[before != 0][:3], "after (× 1/8):", after[after != 0][:3])
+
+# %% [markdown]
+# ## Does the engine really average? Measure it
+#
+# That weighting is right only if a call takes the **mean** over datums. The engine's gradients are
+# not visible (the hosted service does not return them), so `probe_loss_normalisation` measures their
+# *effect*: it takes tiny SGD-like steps with `[d]`, `[d, d]` and `d` plus zero-advantage padding and
+# compares how much the probe's score moved. `[d, d]` moving as much as `[d]` means a mean over
+# datums; twice as much, a sum. It changes weights, so it uses a throwaway training client.
+
+# %%
+from helpers.engine import connect, probe_loss_normalisation
+from helpers.widgets.course import engine
+
+throwaway = connect().create_lora_training_client(engine().model, rank=4, seed=0)
+report = probe_loss_normalisation(throwaway)
+print(report.summary())
+
+# %% [markdown]
+# If the probe says **mean** over datums, the $n_k/N$ weights above give the global mean. Had it said
+# **sum**, the right weight would be $1/N$ for every micro-batch instead. Run the probe whenever you
+# switch engines (`COURSE_BACKEND=pytrio`): it is the cheapest way to be sure.
+#
+# ## Exercises
+#
+# 1. Rewards `[1, 0, 1, 0]`: the advantages?
+# 2. Of the groups `[1, 1, 1, 1]`, `[0, 0, 0, 0]`, `[-0.1, -0.1, -0.1, -0.1]`, `[1, 0, 0, 0]`,
+#    `[-0.1, 0, -0.1, 0]`, how many are degenerate?
+# 3. Eight trajectories in micro-batches of 5 and 3: the weights?
+
+# %%
+from helpers.widgets.exercises import check_degenerate, check_group_advantages, check_micro_batch_weights
+
+groups = [[1, 1, 1, 1], [0, 0, 0, 0], [-0.1, -0.1, -0.1, -0.1], [1, 0, 0, 0], [-0.1, 0, -0.1, 0]]
+my_advantages, my_degenerate, my_weights = None, None, None
+check_group_advantages([1, 0, 1, 0], my_advantages)
+check_degenerate(groups, my_degenerate)
+check_micro_batch_weights([5, 3], my_weights)
+
+# %% [markdown]
+# ### Solution
+
+# %% tags=["solution"]
+seed_group = group_of([1, 0, 1, 0])
+assign_group_advantages(seed_group)
+check_group_advantages([1, 0, 1, 0], [t.advantage for t in seed_group])
+check_degenerate(groups, sum(assign_group_advantages(group_of(g)) for g in groups))
+check_micro_batch_weights([5, 3], [5 / 8, 3 / 8])

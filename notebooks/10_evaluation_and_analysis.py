@@ -1,0 +1,168 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10 · Evaluation and analysis
+#
+# **What you will build.** A fair comparison of the base model and your checkpoint in the *same*
+# environment, two baselines that skip the agent loop, a look at the recorded GPU run, and finally
+# the trained agent answering a question **you** type, shown as a tree.
+#
+# **What you need.** The checkpoint of notebook 09 (or the recorded run in `results/`), and the
+# rollout of notebook 05 — evaluation is the same `rollout_batch`, with one trajectory per question
+# (`group_size=1`): there is no group to compare against, only the answer to score.
+#
+# A fair comparison changes **only the weights**: same questions, same search backend and index,
+# same budgets, same sampling parameters, same answer checker. A larger search budget alone can
+# raise accuracy, so it must not differ between the two runs.
+
+# %%
+from helpers import config
+from helpers.analyse import compare, format_comparison, format_table, summarise
+from helpers.eval import EvalConfig, evaluate
+from helpers.widgets import budgets
+from helpers.widgets.course import recall
+
+values = budgets()
+trained = recall("training_09")
+checkpoint = (trained or {}).get("summary", {}).get("sampler_path")
+print("checkpoint from notebook 09:", checkpoint or "none — run notebook 09 first; the base model stands in for it")
+common = dict(split="test", limit=values["eval_questions"], max_search_calls=values["max_search_calls"],
+              max_assistant_turns=values["max_assistant_turns"], max_assistant_tokens=values["max_assistant_tokens"],
+              max_tool_response_tokens=values["max_tool_response_tokens"],
+              max_trajectory_tokens=values["max_trajectory_tokens"], temperature=0.0, seed=0)
+common
+
+# %% [markdown]
+# ## Base model vs checkpoint, same environment
+
+# %%
+base_rows = evaluate(EvalConfig(label="base", **common))
+checkpoint_rows = evaluate(EvalConfig(label="checkpoint", model_path=checkpoint, **common))
+print(format_comparison(compare(base_rows, checkpoint_rows, labels=("base", "checkpoint")), ("base", "checkpoint")))
+
+# %% [markdown]
+# ## Baselines
+#
+# Two reference points from the base model with no agent loop: **closed book** (answer from memory)
+# and **RAG** (the question is searched once, the evidence pasted into the prompt, one answer). Two
+# exact-match numbers are reported: *strict* (the reward's rule: one well-formed `Answer:` line) and
+# *lenient* (a reference appears anywhere in the final text), so a baseline is not scored zero only
+# for ignoring the format.
+
+# %%
+closed_rows = evaluate(EvalConfig(mode="closed_book", label="closed book", **common))
+rag_rows = evaluate(EvalConfig(mode="rag", label="rag", **common))
+print(format_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows),
+                    "agent (base)": summarise(base_rows), "agent (checkpoint)": summarise(checkpoint_rows)}))
+
+# %% [markdown]
+# With a handful of questions these numbers are noise; they show the *method*. Record at least: exact
+# match, format rate, mean search calls and the share of answers without any search, failed and cut
+# observations, trajectory length, degenerate groups during training, and the time of each stage.
+#
+# ## The recorded GPU run
+#
+# A longer run of the same code on a GPU (Qwen2.5-0.5B, larger budgets) is kept in `results/` when
+# available: its training metrics per step and its evaluation rows.
+
+# %%
+import json
+from pathlib import Path
+
+from helpers.analyse import read_jsonl
+from helpers.widgets import TrainingDashboard
+
+results = config.RESULTS_DIR
+metric_files = sorted(results.glob("**/metrics.jsonl")) if results.exists() else []
+grpo_metrics = [p for p in metric_files if "sft" not in p.parts[-2]]
+eval_files = [p for p in sorted(results.glob("**/*.jsonl")) if p not in metric_files] if results.exists() else []
+replay = TrainingDashboard("recorded run")
+if grpo_metrics:
+    source = grpo_metrics[-1]
+    print("recorded training run:", source.relative_to(config.PROJECT_ROOT))
+    for row in read_jsonl(source):
+        replay.on_step(row)
+else:
+    print("No recorded GPU run in results/ yet (the lead adds it after the GPU run).")
+    print("Showing this machine's CPU run from notebook 09 instead.")
+    for row in (trained or {}).get("history", []):
+        replay.on_step(row)
+replay
+
+# %%
+recorded = {}
+for path in eval_files:
+    rows = read_jsonl(path)
+    if rows and isinstance(rows[0], dict) and "exact_match" in rows[0]:
+        recorded[str(path.relative_to(results))] = summarise(rows)
+print(format_table(recorded) if recorded else "No recorded evaluation rows in results/ yet.")
+
+# %% [markdown]
+# ## Ask the agent
+#
+# Type a question; the checkpoint answers it on this machine, with the local search index, and you
+# see its trajectory as a tree (one branch: evaluation samples one trajectory per question). There
+# is no reference answer, so the reward is only about the format.
+
+# %%
+import ipywidgets as widgets
+from IPython.display import display
+
+from helpers.data import SearchExample
+from helpers.engine import connect
+from helpers.rollout import rollout_batch
+from helpers.widgets import TrajectoryTree, tree_data
+from helpers.widgets.course import search_client
+
+agent = connect().create_sampling_client(base_model=config.default_model(), model_path=checkpoint)
+agent_config = EvalConfig(**common).rollout_config()
+question = widgets.Text(value="What country was the author of The Little Prince born in?", description="question",
+                        layout=widgets.Layout(width="640px"))
+ask = widgets.Button(description="ask the agent", button_style="primary")
+answer_tree = TrajectoryTree()
+
+
+def on_ask(_=None):
+    example = SearchExample("you", question.value, [], "you")
+    batch = rollout_batch(agent, agent.get_tokenizer(), search_client("local"), [example], agent_config, progress=False)
+    answer_tree.update(tree_data(batch, agent.get_tokenizer()))
+    answer_tree.selected = 0
+
+
+ask.on_click(on_ask)
+on_ask()
+display(widgets.VBox([widgets.HBox([question, ask]), answer_tree]))
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Which of the statements in `EVAL_STATEMENTS` must hold for a fair base-vs-checkpoint comparison?
+# 2. Compute the strict exact match of `checkpoint_rows` yourself from the rows.
+
+# %%
+from helpers.widgets.exercises import EVAL_STATEMENTS, check_em_from_rows, check_eval_fixed
+
+for letter, statement in EVAL_STATEMENTS.items():
+    print(letter, statement)
+my_letters = None  # e.g. "ab"
+my_em = None
+check_eval_fixed(my_letters)
+check_em_from_rows(checkpoint_rows, my_em)
+
+# %% [markdown]
+# ### Solution
+
+# %% tags=["solution"]
+check_eval_fixed("abcd")
+check_em_from_rows(checkpoint_rows, summarise(checkpoint_rows)["all"]["em_strict"])

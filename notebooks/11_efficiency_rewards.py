@@ -1,0 +1,210 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 11 · Beyond Search-R1: a reward that also counts searches and words
+#
+# **What you will build.** The reward of the second seed (Perplexity's post-training of search
+# agents): correctness still decides, but a correct answer found with fewer searches and fewer words
+# scores higher than one found the long way — measured *against the group*, not against a fixed price.
+#
+# **What you need.** Rewards and group advantages (03, 08), a rollout (05), a training step (09).
+#
+# The exact-match reward of notebook 03 says nothing about *how* an answer was reached. A policy
+# trained only on it learns that one more search never hurts, and it drifts towards more calls and
+# longer turns. Charging a flat price per call is the obvious fix, and the seed reports it backfires:
+# it also punishes the searches a hard question needs, so the policy stops exploring. The seed's
+# answer is a **gated** reward with **group-anchored** penalties:
+#
+# $$R(\tau) = r_\text{base}(\tau)\cdot s(\tau) \;-\; \big(\lambda_\text{tool}\,\text{pen}_\text{tool}(\tau) + \lambda_\text{len}\,\text{pen}_\text{len}(\tau)\big)$$
+#
+# - $r_\text{base}\in\{0,1\}$ — exact match. It *gates* the preference score $s\in[0,1]$ (a reward
+#   model's verdict; here 1 unless you plug one in): style can never buy back a wrong answer.
+# - $\text{pen}_\text{tool}$ — searches beyond what the group's **winners** needed.
+# - $\text{pen}_\text{len}$ — verbose winners and terse losers, against a reference model's lengths.
+
+# %%
+import numpy as np
+import pandas as pd
+
+from helpers import config
+from helpers import efficiency as eff
+
+print("profile:", config.profile(), "| model:", config.default_model())
+eff.EfficiencyConfig()
+
+# %% [markdown]
+# ## The tool-call penalty, anchored on the winners
+#
+# In group $g$, the winners are $W_g=\{i : r_\text{base}(\tau_i)=1\}$. A search that failed (the
+# backend errored) is not the policy's fault, so only *effective* calls count:
+# $\tilde c_i = c_i - e_i$. The group's baseline is drawn between the thriftiest winner and the
+# winners' (rounded-up) mean:
+#
+# $$b_g \sim \mathrm{Unif}\{\min_{W_g}\tilde c,\ \dots,\ \lceil \mathrm{mean}_{W_g}\tilde c\rceil\},\qquad
+# p_i = 1-e^{-\max(0,\ \tilde c_i-b_g)}$$
+#
+# Winners pay $\alpha_\text{win}\,p_i$; everyone else pays $\alpha_\text{lose}\,p_i+\beta_\text{lose}$.
+# The draw is an **integer** uniform (calls are counts), seeded per (run seed, step, question), so a
+# run is reproducible. Drawing instead of fixing the baseline at the minimum keeps the pressure soft:
+# sometimes the second-thriftiest winner is also free.
+
+# %%
+calls = [1, 2, 4, 3, 0]
+r_base = [1, 1, 1, 0, 0]
+print("baseline range:", eff.baseline_range(calls, [bool(r) for r in r_base]))
+draws = [eff.sample_tool_baseline(calls, [bool(r) for r in r_base], seed) for seed in range(2000)]
+print("share of each baseline over 2000 seeds:", pd.Series(draws).value_counts(normalize=True).sort_index().round(3).to_dict())
+rows = eff.score_group(r_base, calls, lengths=[60, 70, 90, 50, 20])
+pd.DataFrame([r.as_dict() for r in rows])[["r_base", "effective_calls", "tool_baseline", "pen_tool", "pen_len", "reward", "advantage"]]
+
+# %% [markdown]
+# **A group with no winner.** Then there is no efficient solution to anchor on. The seed leaves this
+# case open; here $\Delta=0$ for everyone, so every member pays exactly $\beta_\text{lose}$ — a constant
+# that cancels in the group-mean advantage. A group where nobody found the answer is never pushed
+# towards searching *less*: that is exactly the exploration a hard question needs.
+
+# %%
+lost = eff.score_group([0, 0, 0, 0], calls=[0, 1, 3, 6], lengths=[40, 40, 40, 40],
+                       config=eff.EfficiencyConfig(lambda_len=0.0))
+[(r.effective_calls, r.pen_tool, round(r.advantage, 6)) for r in lost]
+
+# %% [markdown]
+# ## The length penalty, against a reference
+#
+# $L_i$ is the number of tokens the policy generated; $L^\text{ref}_i$ the length of a reference
+# model's generation on the same prompt. The **preferred winners** are
+# $\widehat W_g=\{i\in W_g: s(\tau_i)\ge 0.5\}$, and the baselines are mean reference lengths:
+# $b_\text{win}$ over $\widehat W_g$, $b_\text{lose}$ over everyone else. Then
+#
+# - longer than every reference of the group: $\text{pen}_\text{len}=1$ (hard cap);
+# - a preferred winner: $1-e^{-\max(0,\ L_i/b_\text{win}-1)}$ — verbosity costs;
+# - anyone else: $1-e^{-\max(0,\ b_\text{lose}/L_i-1)}$ — a *short* loser pays: a quick wrong
+#   answer must not look cheaper than a careful failed attempt.
+#
+# Without reference lengths, `helpers.efficiency` uses the group's own lengths (self-anchored; the
+# hard cap then never fires).
+
+# %%
+lengths = [150, 80, 40, 260]
+refs = [100, 120, 90, 110]
+preferred = [True, True, False, False]
+print("b_win, b_lose =", eff.length_baselines(refs, preferred))
+np.round(eff.length_penalties(lengths, preferred, refs), 3)
+
+# %% [markdown]
+# ## A real group, and the sliders
+#
+# A group from the rollout of notebook 05 (recomputed if you skipped it), plus teacher-forced
+# trajectories on the same question that search 0, 1 and 3 times — real tokens, real search results,
+# real log-probs (the base model rarely searches on its own, so the forced ones make the group
+# interesting). Move the sliders: every penalty, reward and advantage is recomputed.
+
+# %%
+from helpers.data import load_examples
+from helpers.widgets import budgets
+from helpers.widgets.course import forced_trajectory, recall, run_rollout
+
+values = budgets()
+sampled = recall("rollout_05") or list(run_rollout(load_examples("train", limit=values["questions"]), values))
+question = sampled[0].example
+group = [t for t in sampled if t.question_index == sampled[0].question_index]
+plans = [([], question.answers[0]), ([question.question], question.answers[0]),
+         ([question.question, question.question + " wikipedia", question.answers[0]], question.answers[0]),
+         ([question.question], "I do not know")]
+forced = [forced_trajectory(question, queries, answer, group_index=len(group) + k)
+          for k, (queries, answer) in enumerate(plans)]
+group = group + forced
+labels = [f"sampled {i}" for i in range(len(group) - len(forced))] + ["forced: 0 searches", "forced: 1 search",
+                                                                      "forced: 3 searches", "forced: wrong"]
+print("question:", question.question, "| gold:", question.answers)
+pd.DataFrame({"trajectory": labels, "exact_match": [t.exact_match for t in group],
+              "searches": [t.search_calls for t in group], "generated tokens": [eff.generated_length(t) for t in group]})
+
+# %%
+explorer = eff.penalty_explorer(group, labels=labels)
+explorer
+
+# %% [markdown]
+# Things to try: set $\lambda_\text{tool}=\lambda_\text{len}=0$ — you are back to the plain reward and
+# all winners tie. Raise $\lambda_\text{tool}$: the three-search winner falls behind the one-search
+# winner, but (with these defaults) it still beats every loser — the gate keeps correctness first as
+# long as $\lambda_\text{tool}\alpha_\text{win}+\lambda_\text{len}<1$. Change the seed: the baseline
+# moves inside its range.
+
+# %% [markdown]
+# ## Training with it
+#
+# `helpers.efficiency.reward_step` is one GRPO step of notebook 09 with the gated reward applied
+# between `rollout_batch` and `build_training_datums` (and every term logged for both rewards, so
+# the runs are comparable). `python -m helpers.efficiency compare` runs the same configuration twice,
+# once per reward. A recorded run (GPU) is shown when `results/efficiency/` has one; otherwise a
+# one-step run of each reward on this machine shows the mechanics.
+
+# %%
+import matplotlib.pyplot as plt
+
+recorded = {name: eff.load_metrics(config.RESULTS_DIR / "efficiency" / name) for name in eff.REWARDS}
+if all(recorded.values()):
+    runs = recorded
+    print("recorded run:", {k: len(v) for k, v in recorded.items()}, "steps")
+else:
+    import dataclasses
+
+    from helpers.train import TrainConfig
+
+    quick = TrainConfig(max_steps=1, questions_per_batch=values["questions"], group_size=values["group_size"],
+                        max_search_calls=values["max_search_calls"], max_assistant_turns=values["max_assistant_turns"],
+                        max_assistant_tokens=values["max_assistant_tokens"],
+                        max_tool_response_tokens=values["max_tool_response_tokens"],
+                        max_trajectory_tokens=values["max_trajectory_tokens"], micro_batch_datums=2,
+                        micro_batch_tokens=4096, limit=8)
+    runs = {}
+    for name in eff.REWARDS:
+        out = config.cache_dir() / "efficiency-demo" / name
+        eff.train_with_reward(dataclasses.replace(quick, out=str(out)), name, progress=False)
+        runs[name] = eff.load_metrics(out)
+eff.plot_reward_comparison(runs)
+plt.tight_layout()
+pd.DataFrame({name: rows[-1] for name, rows in runs.items()}).loc[
+    ["search_calls_mean", "assistant_tokens_mean", "exact_match", "eff/pen_tool_mean", "eff/pen_len_mean",
+     "reward_mean_used"]]
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. A group's winners made 1, 2 and 4 effective calls, its one loser 3; the drawn baseline is
+#    $b_g=2$, with $\alpha_\text{win}=1$, $\alpha_\text{lose}=0.5$, $\beta_\text{lose}=0.1$. Give the
+#    four tool penalties (winners first, in that order).
+# 2. A group of four all-wrong trajectories made 0, 1, 3 and 6 calls. With $\lambda_\text{len}=0$ and
+#    the defaults otherwise, what are their four advantages?
+# 3. A preferred winner generated 300 tokens; the preferred winners' mean reference length is 200
+#    and no reference is longer than 320. What is its length penalty?
+
+# %%
+my_tool_penalties = None  # e.g. [0.0, 0.1, 0.2, 0.3]
+my_no_winner_advantages = None
+my_length_penalty = None
+eff.check_tool_penalties(my_tool_penalties)
+eff.check_no_winner_advantages(my_no_winner_advantages)
+eff.check_length_penalty(my_length_penalty)
+
+# %% [markdown]
+# ### Solution
+
+# %% tags=["solution"]
+eff.check_tool_penalties(eff.tool_penalties([1, 2, 4, 3], [True, True, True, False], baseline=2,
+                                            alpha_win=1.0, alpha_lose=0.5, beta_lose=0.1))
+eff.check_no_winner_advantages([r.advantage for r in eff.score_group(
+    [0, 0, 0, 0], calls=[0, 1, 3, 6], lengths=[40, 40, 40, 40], config=eff.EfficiencyConfig(lambda_len=0.0))])
+eff.check_length_penalty(eff.length_penalties([300, 50], [True, False], [200, 320])[0])

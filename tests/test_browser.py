@@ -1,0 +1,132 @@
+"""The rollout-tree notebook in a real browser: JupyterLab + Debian's Chromium via Playwright.
+
+Needs the Debian package `chromium` (/usr/bin/chromium); no browser is downloaded. The notebook
+runs with COURSE_PROFILE=fast. A screenshot is kept under artifacts/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "05_rollout_tree.ipynb"
+CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = ROOT / "artifacts"
+RUN_TIMEOUT_MS = 20 * 60 * 1000  # rollouts on a busy 2-core machine are slow
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's browser with `apt-get install -y chromium` "
+                    "(never `playwright install`)")
+    home = tmp_path_factory.mktemp("lab")
+    notebooks = home / "notebooks"
+    notebooks.mkdir()
+    shutil.copy(NOTEBOOK, notebooks / NOTEBOOK.name)
+    port = _free_port()
+    env = dict(os.environ, COURSE_PROFILE="fast", TOKENIZERS_PARALLELISM="false",
+               JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+    log = (home / "lab.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--ServerApp.root_dir={notebooks}", "--IdentityProvider.token=", "--ServerApp.password=",
+         "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        cwd=notebooks, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=2)
+            break
+        except OSError:
+            if process.poll() is not None:
+                pytest.fail(f"JupyterLab exited: {(home / 'lab.log').read_text()[-2000:]}")
+            time.sleep(1)
+    else:
+        process.terminate()
+        pytest.fail("JupyterLab did not start within 120 s")
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+def test_rollout_tree_notebook_in_chromium(lab):
+    from playwright.sync_api import expect, sync_playwright
+
+    dialogs: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        try:
+            page.goto(f"{lab}/lab/tree/{NOTEBOOK.name}", timeout=120_000)
+            page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
+            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-Toolbar-kernelStatus").first.wait_for(timeout=120_000)
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+            trees = page.locator("[data-testid=tree-widget]")
+            playground = page.locator(".srt-playground")
+            # three trees: the rollout's group, the playground's, the untrusted example
+            expect(trees).to_have_count(3, timeout=RUN_TIMEOUT_MS)
+            status = playground.locator(".srt-playground-status")
+            expect(status).to_contain_text("run 1:", timeout=RUN_TIMEOUT_MS)
+
+            # the group's tree: a root and one leaf per trajectory; clicking a leaf opens its turns
+            group_tree = trees.nth(0)
+            expect(group_tree.locator("[data-testid=tree-root]")).to_be_visible()
+            leaves = group_tree.locator("[data-testid=tree-leaf]")
+            assert leaves.count() >= 2
+            expect(group_tree.locator("[data-testid=tree-details]")).to_have_count(0)
+            leaves.nth(1).click()
+            details = group_tree.locator("[data-testid=tree-details]")
+            expect(details).to_be_visible()
+            expect(details).to_contain_text("τ1")
+            assert details.locator("[data-testid=tree-detail-turn]").count() >= 1
+
+            # a budget slider re-runs the rollout: group_size + 1 adds a branch to the playground tree
+            play_leaves = playground.locator("[data-testid=tree-leaf]")
+            before = play_leaves.count()
+            handle = playground.locator(".srt-slider-group_size .noUi-handle")
+            handle.focus()
+            handle.press("ArrowRight")
+            expect(status).to_contain_text("run 2:", timeout=RUN_TIMEOUT_MS)
+            expect(play_leaves).to_have_count(before + 1, timeout=60_000)
+
+            # untrusted text renders as text: the tag is visible and no element or dialog appears
+            evil_tree = trees.nth(2)
+            observation = evil_tree.locator(".srt-observation-text")
+            expect(observation).to_contain_text("<img src=x onerror=alert(1)>")
+            assert page.locator("img[src='x']").count() == 0
+            page.wait_for_timeout(500)
+            assert dialogs == []
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser_05_rollout_tree.png"), full_page=False)
+            browser.close()

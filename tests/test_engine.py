@@ -1,0 +1,248 @@
+"""The local engine on the small model: sampling, batching, training, checkpoints, probes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import pytrio as trio
+import torch
+from pytrio.errors.base import ValidationError
+
+from helpers.engine import connect, measure_logprob_agreement, probe_loss_normalisation
+from helpers.engine.host import get_host
+
+torch.set_num_threads(1)  # the test machine is shared; one thread is also the fastest there
+MODEL = "smollm2-135m"
+
+
+@pytest.fixture(scope="module")
+def service():
+    return connect("local")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(service):
+    return service.create_sampling_client(base_model=MODEL).get_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def prompt(tokenizer):
+    return list(tokenizer.encode("Question: what is the capital of France?\nAnswer:"))
+
+
+def params(**kw):
+    return trio.SamplingParams(**{"max_tokens": 6, "temperature": 1.0, "seed": 0, **kw})
+
+
+def test_sample_returns_the_sdk_response_with_aligned_tokens_and_logprobs(service, prompt):
+    sc = service.create_sampling_client(base_model=MODEL)
+    response = sc.sample(prompt=trio.ModelInput.from_ints(prompt), num_samples=3, sampling_params=params()).result()
+    assert isinstance(response, trio.types.SampleResponse)
+    assert len(response.sequences) == 3
+    for seq in response.sequences:
+        assert 1 <= len(seq.tokens) <= 6 and len(seq.logprobs) == len(seq.tokens)
+        assert all(lp <= 0 for lp in seq.logprobs)
+        assert seq.stop_reason in {"stop", "length"}
+        assert seq.text == sc.get_tokenizer().decode(seq.tokens, skip_special_tokens=True)
+    assert response.output_tokens == sum(len(s.tokens) for s in response.sequences)
+
+
+def test_seeded_samples_do_not_depend_on_what_else_is_in_the_batch(service, prompt, tokenizer):
+    sc = service.create_sampling_client(base_model=MODEL)
+    alone = sc.sample(prompt=trio.ModelInput.from_ints(prompt), num_samples=2, sampling_params=params(seed=7)).result()
+    other = list(tokenizer.encode("A completely different and somewhat longer prompt about rivers and seas:"))
+
+    async def together():
+        return await asyncio.gather(
+            sc.sample_async(prompt=trio.ModelInput.from_ints(other), num_samples=3, sampling_params=params(seed=1)),
+            sc.sample_async(prompt=trio.ModelInput.from_ints(prompt), num_samples=2, sampling_params=params(seed=7)),
+        )
+
+    _, mixed = asyncio.run(together())
+    assert [s.tokens for s in mixed.sequences] == [s.tokens for s in alone.sequences]
+    for a, b in zip(alone.sequences, mixed.sequences):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    different = sc.sample(prompt=trio.ModelInput.from_ints(prompt), num_samples=2, sampling_params=params(seed=8)).result()
+    assert [s.tokens for s in different.sequences] != [s.tokens for s in alone.sequences]
+
+
+def test_concurrent_async_calls_are_decoded_in_one_batch(service, prompt):
+    sc = service.create_sampling_client(base_model=MODEL)
+    host = get_host(MODEL)
+
+    async def many():
+        return await asyncio.gather(*[
+            sc.sample_async(prompt=trio.ModelInput.from_ints(prompt[: 8 + i]), num_samples=2,
+                            sampling_params=params(max_tokens=3, seed=i))
+            for i in range(5)
+        ])
+
+    before = dict(host.stats)
+    responses = asyncio.run(many())
+    assert [len(r.sequences) for r in responses] == [2] * 5
+    assert host.stats["sample_requests"] - before["sample_requests"] == 5
+    assert host.stats["decode_batches"] - before["decode_batches"] == 1
+
+
+def test_stop_strings_token_ids_and_max_tokens_end_sequences(service, tokenizer):
+    sc = service.create_sampling_client(base_model=MODEL)
+    prompt = list(tokenizer.encode("1, 2, 3, 4, 5, 6, 7,"))  # greedy keeps counting: no early EOS
+    greedy = sc.sample(prompt=trio.ModelInput.from_ints(prompt), num_samples=1,
+                       sampling_params=params(temperature=0.0, max_tokens=8)).result().sequences[0]
+    assert greedy.stop_reason == "length" and len(greedy.tokens) == 8
+    # stop on the greedy continuation's third token id, and on the text of its second token
+    by_id = sc.sample(prompt=trio.ModelInput.from_ints(prompt), num_samples=1,
+                      sampling_params=params(temperature=0.0, max_tokens=8, stop=[greedy.tokens[2]])).result()
+    assert by_id.sequences[0].tokens == greedy.tokens[:3] and by_id.sequences[0].stop_reason == "stop"
+    piece = tokenizer.decode(greedy.tokens[:2])
+    by_text = sc.sample(prompt=trio.ModelInput.from_ints(prompt), num_samples=1,
+                        sampling_params=params(temperature=0.0, max_tokens=8, stop=piece.strip() or piece)).result()
+    seq = by_text.sequences[0]
+    assert seq.stop_reason == "stop" and len(seq.tokens) <= 2 and greedy.tokens[: len(seq.tokens)] == seq.tokens
+
+
+def test_sampling_validates_like_the_sdk(service, prompt):
+    sc = service.create_sampling_client(base_model=MODEL)
+    with pytest.raises(ValidationError, match="max_tokens"):
+        sc.sample(prompt=trio.ModelInput.from_ints(prompt), sampling_params=trio.SamplingParams())
+    with pytest.raises(ValidationError, match="empty"):
+        sc.sample(prompt=trio.ModelInput.from_ints([]), sampling_params=params())
+
+
+def test_sample_async_works_inside_a_running_event_loop(service, prompt):
+    sc = service.create_sampling_client(base_model=MODEL)
+
+    async def notebook_cell():  # what a Jupyter cell does: await in the kernel's running loop
+        assert asyncio.get_running_loop().is_running()
+        response = await sc.sample_async(prompt=trio.ModelInput.from_ints(prompt), sampling_params=params(max_tokens=2))
+        logprobs = await sc.compute_logprobs_async(trio.ModelInput.from_ints(prompt))
+        return response, logprobs
+
+    response, logprobs = asyncio.run(notebook_cell())
+    assert len(response.sequences) == 1
+    assert logprobs[0] is None and len(logprobs) == len(prompt) and all(x <= 0 for x in logprobs[1:])
+
+
+@pytest.fixture(scope="module")
+def training(service):
+    return service.create_lora_training_client(MODEL, rank=8, seed=0)
+
+
+def _rl_datum(prompt, seq, advantage):
+    full = prompt + seq.tokens
+    n_prompt = len(prompt) - 1
+    return trio.Datum(
+        model_input=trio.ModelInput.from_ints(full[:-1]),
+        loss_fn_inputs={
+            "target_tokens": full[1:],
+            "logprobs": [0.0] * n_prompt + seq.logprobs,
+            "advantages": [0.0] * n_prompt + [advantage] * len(seq.tokens),
+        },
+    )
+
+
+def test_sampler_and_trainer_logprobs_agree(training, prompt):
+    sc = training.save_weights_and_get_sampling_client()
+    report = measure_logprob_agreement(training, sc, [prompt], params(max_tokens=8), num_samples=2)
+    assert report.tokens >= 2
+    assert report.kl < 1e-3 and report.max_abs_diff < 1e-3, report.summary()
+
+
+def test_forward_backward_returns_logprobs_per_datum_and_the_sdk_metrics(training, prompt):
+    sc = training.save_weights_and_get_sampling_client()
+    seqs = sc.sample(prompt=trio.ModelInput.from_ints(prompt), num_samples=2, sampling_params=params()).result().sequences
+    data = [_rl_datum(prompt, s, a) for s, a in zip(seqs, (1.0, -1.0))]
+    out = training.forward_backward(data, loss_fn="importance_sampling").result()
+    assert isinstance(out, trio.types.ForwardBackwardOutput)
+    assert set(out.metrics) == {"loss_sum", "loss_mean", "token_count"}
+    assert out.metrics["token_count"] == sum(len(d.model_input.to_ints()) for d in data)
+    # the ratio is 1 at the sampling weights, so the loss is -sum(A) over action tokens
+    assert out.metrics["loss_sum"] == pytest.approx(-(len(seqs[0].tokens) - len(seqs[1].tokens)), abs=1e-3)
+    for datum, seq, output in zip(data, seqs, out.loss_fn_outputs):
+        lp = output["logprobs"].data
+        assert len(lp) == len(datum.model_input.to_ints())
+        assert lp[len(prompt) - 1:] == pytest.approx(seq.logprobs, abs=1e-3)
+    training.optim_step(trio.AdamParams(learning_rate=1e-4)).result()  # leave no pending gradient
+
+
+def test_training_validates_batches_with_the_sdk_planner(training, prompt):
+    bad_shape = trio.Datum(model_input=trio.ModelInput.from_ints(prompt), loss_fn_inputs={"target_tokens": prompt[1:]})
+    with pytest.raises(ValueError, match="target_tokens must have shape"):
+        training.forward_backward([bad_shape], loss_fn="cross_entropy")
+    out_of_vocab = trio.Datum(model_input=trio.ModelInput.from_ints(prompt),
+                              loss_fn_inputs={"target_tokens": [10**7] * len(prompt)})
+    with pytest.raises(ValidationError, match="outside the tokenizer vocabulary"):
+        training.forward_backward([out_of_vocab], loss_fn="cross_entropy")
+    with pytest.raises(ValueError, match="logprobs is required"):
+        training.forward_backward([bad_shape], loss_fn="importance_sampling")
+    with pytest.raises(ValidationError, match="cannot be empty"):
+        training.forward_backward([], loss_fn="cross_entropy")
+
+
+def test_probe_measures_mean_over_datums_and_sum_over_tokens(service):
+    report = probe_loss_normalisation(service.create_lora_training_client(MODEL, rank=4, seed=1))
+    assert report.linear, report.summary()
+    assert report.datums == "mean" and report.datum_ratio == pytest.approx(1.0, abs=0.05)
+    assert report.tokens == "sum" and report.padding_ratio == pytest.approx(1.0, abs=0.05)
+
+
+def _ce(ids):
+    return trio.Datum(model_input=trio.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={"target_tokens": ids[1:]})
+
+
+def test_training_moves_snapshots_not_the_samplers_already_handed_out(service, prompt):
+    tc = service.create_lora_training_client(MODEL, rank=8, seed=3, train_mlp=False)
+    base = service.create_sampling_client(base_model=MODEL)
+    before = tc.save_weights_and_get_sampling_client()
+    p = trio.ModelInput.from_ints(prompt)
+    base_lp = base.compute_logprobs(p).result()
+    assert before.compute_logprobs(p).result() == pytest.approx(base_lp, abs=1e-5)  # LoRA starts at zero
+    for _ in range(2):
+        tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+        tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result()
+    after = tc.save_weights_and_get_sampling_client()
+    after_lp = after.compute_logprobs(p).result()
+    assert sum(after_lp[1:]) > sum(base_lp[1:]) + 0.5  # cross-entropy on the prompt made it likelier
+    assert before.compute_logprobs(p).result() == pytest.approx(base_lp, abs=1e-5)
+    assert base.compute_logprobs(p).result() == pytest.approx(base_lp, abs=1e-5)
+
+    saved = tc.save_weights_for_sampler("after-two-steps").result()
+    assert saved.path.startswith("local://") and saved.size > 0
+    for loaded in (tc.create_sampling_client(saved.path), service.create_sampling_client(MODEL, model_path=saved.path)):
+        assert loaded.compute_logprobs(p).result() == pytest.approx(after_lp, abs=1e-5)
+
+
+def test_save_state_and_load_state_round_trip_and_check_the_layout(service, prompt):
+    tc = service.create_lora_training_client(MODEL, rank=4, seed=5, train_mlp=False, train_unembed=False)
+    tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+    tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result()
+    state = tc.save_state("round-trip").result()
+    with pytest.raises(ValidationError, match="already exists"):
+        tc.save_state("round-trip")
+    expected = tc.forward([_ce(prompt)]).result().loss_fn_outputs[0]["logprobs"].data
+
+    restored = service.create_training_client_from_state_with_optimizer(state.path)
+    assert restored.forward([_ce(prompt)]).result().loss_fn_outputs[0]["logprobs"].data == pytest.approx(expected, abs=1e-5)
+    with pytest.raises(ValidationError, match="after training has started"):
+        restored.load_state(state.path)
+    other = service.create_lora_training_client(MODEL, rank=8)
+    with pytest.raises(ValidationError, match="rank"):
+        other.load_state(state.path)
+
+
+def test_custom_loss_matches_the_built_in_cross_entropy(service, prompt):
+    data = [_ce(prompt), _ce(prompt[:10])]
+
+    def nll(batch, logprobs):  # the built-in reduction: token sum per datum, mean over datums
+        return -sum(lp.sum() for lp in logprobs) / len(logprobs), {"custom": 1.0}
+
+    results = []
+    for custom in (False, True):
+        tc = service.create_lora_training_client(MODEL, rank=4, seed=11, train_mlp=False)
+        out = (tc.forward_backward_custom(data, nll) if custom else tc.forward_backward(data, "cross_entropy")).result()
+        tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result()
+        results.append(tc.forward(data).result().loss_fn_outputs[0]["logprobs"].data)
+        if custom:
+            assert out.metrics["custom"] == 1.0
+    assert results[0] == pytest.approx(results[1], abs=1e-4)
