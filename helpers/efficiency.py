@@ -422,7 +422,10 @@ def budget_config(budget: int, base: Any = None) -> Any:
     if budget < 0:
         raise ValueError(f"a search budget is a number of calls >= 0, got {budget}")
     base = base if base is not None else RolloutConfig(temperature=0.6)
-    return dataclasses.replace(base, group_size=1, max_search_calls=int(budget), search_budget=int(budget))
+    # every allowed call is its own turn, plus the turn that answers
+    turns = max(base.max_assistant_turns, int(budget) + 1)
+    return dataclasses.replace(base, group_size=1, max_search_calls=int(budget), search_budget=int(budget),
+                               max_assistant_turns=turns)
 
 
 def budget_sweep(
@@ -530,7 +533,7 @@ def reward_step(
         stats, new, old = mm.measure_step(client, trajectories, step=step)
         if new.size:
             mismatch_history.add(step, new, old)
-        for key in ("kl_k1", "kl_k3", "mean_abs_log_ratio", "max_abs_log_ratio", "share_outside_band"):
+        for key in ("tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "max_abs_log_ratio", "share_outside_band"):
             metrics[f"mismatch/{key}"] = getattr(stats, key)
         for key, value in stats.ratio_quantiles.items():
             metrics[f"mismatch/ratio_{key}"] = value
@@ -544,6 +547,27 @@ def reward_step(
     metrics.update(time_rollout=rolled - started, time_mismatch=measured - rolled,
                    time_training=done - measured, time_step=done - started)
     return metrics, trajectories
+
+
+class ReferenceLengths:
+    """Generated lengths of a frozen reference policy, group_size samples per question, cached."""
+
+    def __init__(self, sampling_client: Any, tokenizer: Any, search_client: Any) -> None:
+        self.sampling_client = sampling_client
+        self.tokenizer = tokenizer
+        self.search_client = search_client
+        self.cache: dict[str, list[int]] = {}
+
+    def for_batch(self, batch: Sequence[Any], rollout_config: Any) -> dict[int, list[int]]:
+        from helpers.rollout import rollout_batch
+
+        missing = list({ex.id: ex for ex in batch if ex.id not in self.cache}.values())
+        if missing:
+            done = rollout_batch(self.sampling_client, self.tokenizer, self.search_client, missing,
+                                 rollout_config, progress=False)
+            for qi, ex in enumerate(missing):
+                self.cache[ex.id] = [max(generated_length(t), 1) for t in done if t.question_index == qi]
+        return {qi: self.cache[ex.id] for qi, ex in enumerate(batch)}
 
 
 def _score_only(trajectories, *, config, reference_lengths=None, step=0):
@@ -560,12 +584,16 @@ def train_with_reward(
     *,
     efficiency: EfficiencyConfig = EfficiencyConfig(format_penalty=0.1),
     measure_mismatch: bool = True,
+    length_reference: str = "group",
     on_step: Callable[[dict], None] | None = None,
     progress: bool = True,
     session: Any = None,
 ) -> dict[str, Any]:
     """A short GRPO run with `reward` ('exact_match' or 'gated'); metrics to <out>/metrics.jsonl.
 
+    length_reference: 'group' (the group's own lengths, no extra cost) or 'initial' (the seed's
+    definition: a frozen copy of the starting policy generates group_size answers per question,
+    once per question, and their lengths are the references — one extra rollout per new question).
     Starts fresh every time (no resume); the final weights are saved for a sampler and their path
     is in the returned summary (for the budget sweep).
     """
@@ -586,6 +614,12 @@ def train_with_reward(
     metrics_path = out / "metrics.jsonl"
     metrics_path.write_text("")
     history = mm.MismatchHistory() if measure_mismatch else None
+    if length_reference not in ("group", "initial"):
+        raise ValueError(f"length_reference must be 'group' or 'initial', got {length_reference!r}")
+    reference = None
+    if length_reference == "initial":
+        reference = ReferenceLengths(session.training_client.save_weights_and_get_sampling_client(),
+                                     session.tokenizer, session.search_client)
     rows: list[dict] = []
     started = time.perf_counter()
     for step in tqdm(range(config.max_steps), desc=f"GRPO ({reward})", disable=not progress):
@@ -593,8 +627,9 @@ def train_with_reward(
             if time.perf_counter() - started + rows[-1]["time_step"] > config.max_minutes * 60:
                 break
         batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed)
+        refs = None if reference is None else reference.for_batch(batch, config.rollout_config(step))
         metrics, _ = reward_step(session, batch, step, reward=reward, efficiency=efficiency,
-                                 mismatch_history=history)
+                                 mismatch_history=history, reference_lengths=refs)
         rows.append(metrics)
         with metrics_path.open("a") as f:
             f.write(json.dumps(metrics, default=float) + "\n")
@@ -602,13 +637,16 @@ def train_with_reward(
             on_step(metrics)
     if history is not None and history.log_ratios:
         np.savez_compressed(out / "log_ratios.npz", **{f"step{k}": v for k, v in history.log_ratios.items()})
+    from helpers.train import materialise_checkpoint
+
     response = session.training_client.save_weights_for_sampler(f"{out.name}-final")
     response = response.result() if hasattr(response, "result") else response
+    sampler_path = materialise_checkpoint(str(getattr(response, "path", response)), out / "sampler")
     summary = {
         "reward": reward,
         "steps_done": len(rows),
         "seconds": time.perf_counter() - started,
-        "sampler_path": str(getattr(response, "path", response)),
+        "sampler_path": sampler_path,
         "model": config.resolved_model(),
         "efficiency": asdict(efficiency),
         "train": {k: v for k, v in asdict(config).items()},
@@ -775,6 +813,82 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
     return box
 
 
+# ---------------------------------------------------------------- exercises (notebooks 11, 12)
+# Expected answers are worked out here from the seed's formulas, not with the functions above,
+# so a solution that uses those functions also checks them.
+
+
+def _report(ok: bool, hint: str) -> bool:
+    from helpers.widgets.exercises import report
+
+    return report(ok, hint)
+
+
+def _numbers(guess: Any, n: int) -> list[float] | None:
+    try:
+        values = [float(x) for x in guess]
+    except (TypeError, ValueError):
+        return None
+    return values if len(values) == n else None
+
+
+def check_tool_penalties(guess: Any) -> bool:
+    e = math.exp
+    expected = [0.0, 0.0, 1.0 * (1 - e(-2)), 0.5 * (1 - e(-1)) + 0.1]
+    values = _numbers(guess, 4)
+    if values is None:
+        return _report(False, "give four numbers: p = 1 - exp(-max(0, c - b_g)); winners alpha_win*p, "
+                              "the loser alpha_lose*p + beta_lose")
+    ok = all(abs(a - b) < 1e-6 for a, b in zip(values, expected))
+    return _report(ok, f"you gave {[round(v, 4) for v in values]}; surplus calls over b_g = 2 are 0, 0, 2 "
+                       "and 1 — and the loser also pays beta_lose")
+
+
+def check_no_winner_advantages(guess: Any) -> bool:
+    values = _numbers(guess, 4)
+    if values is None:
+        return _report(False, "give four advantages (reward minus the group's mean reward)")
+    return _report(all(abs(v) < 1e-9 for v in values),
+                   "with no winner there is no baseline: everyone pays the same beta_lose, and a "
+                   "constant cancels in reward - mean")
+
+
+def check_length_penalty(guess: Any) -> bool:
+    if guess is None or guess is Ellipsis:
+        return _report(False, "compute 1 - exp(-max(0, L / b_win - 1)) (300 is not above the cap 320)")
+    return _report(abs(float(guess) - (1 - math.exp(-0.5))) < 1e-6,
+                   f"you gave {guess}; L / b_win - 1 = 300 / 200 - 1 = 0.5")
+
+
+def check_best_budget(points: Sequence[BudgetPoint], policy: str, guess: Any) -> bool:
+    mine = sorted((p for p in points if p.policy == policy), key=lambda p: p.budget)
+    if not mine:
+        return _report(False, f"no points for policy {policy!r}")
+    top = max(p.accuracy for p in mine)
+    best = next(p.budget for p in mine if p.accuracy == top)
+    if guess is None or guess is Ellipsis:
+        return _report(False, "the smallest budget whose accuracy equals the curve's maximum")
+    return _report(int(guess) == best, f"you said {guess}; look for the first budget reaching {top:.3f}")
+
+
+def check_tokens_per_correct(points: Sequence[BudgetPoint], policy: str, budget: int, guess: Any) -> bool:
+    point = next((p for p in points if p.policy == policy and p.budget == budget), None)
+    if point is None:
+        return _report(False, f"no point for {policy!r} at budget {budget}")
+    expected = math.inf if point.accuracy == 0 else point.tokens_per_question / point.accuracy
+    if guess is None or guess is Ellipsis:
+        return _report(False, "tokens per question divided by the share answered correctly (inf if none)")
+    ok = (math.isinf(expected) and math.isinf(float(guess))) or (
+        not math.isinf(expected) and abs(float(guess) - expected) <= 1e-6 * max(1.0, expected))
+    return _report(ok, f"you said {guess}; divide tokens_per_question by accuracy")
+
+
+def check_turns_for_budget(budget: int, guess: Any) -> bool:
+    if guess is None or guess is Ellipsis:
+        return _report(False, "one assistant turn per search call, plus the turn that answers")
+    return _report(int(guess) == budget + 1, f"you said {guess}; each call is its own turn, then one more")
+
+
 # ---------------------------------------------------------------- command line
 
 
@@ -782,9 +896,10 @@ def sampling_client_for(service: Any, model: str, checkpoint: str | None) -> Any
     """A sampler for the base model (checkpoint None), a sampler export, or a save_state path."""
     if not checkpoint:
         return service.create_sampling_client(base_model=model)
-    if "/weights/" in checkpoint:
+    try:
         return service.create_sampling_client(base_model=model, model_path=checkpoint)
-    return service.create_training_client_from_state(checkpoint).save_weights_and_get_sampling_client()
+    except Exception:  # a training state the service will not sample from directly
+        return service.create_training_client_from_state(checkpoint).save_weights_and_get_sampling_client()
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
@@ -801,6 +916,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
     add_config_arguments(compare, TrainConfig, TrainConfig(max_steps=10, questions_per_batch=4,
                                                             group_size=4, out="results/efficiency"))
     compare.add_argument("--rewards", default="exact_match,gated")
+    compare.add_argument("--length-reference", default="group", choices=("group", "initial"))
     for f in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty"):
         compare.add_argument("--" + f.replace("_", "-"), dest=f, type=float,
                              default=getattr(EfficiencyConfig(format_penalty=0.1), f))
@@ -825,7 +941,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
             import dataclasses
 
             cfg = dataclasses.replace(train_config, out=str(Path(train_config.out) / reward))
-            summaries[reward] = train_with_reward(cfg, reward, efficiency=eff_config)
+            summaries[reward] = train_with_reward(cfg, reward, efficiency=eff_config,
+                                                  length_reference=args.length_reference)
         print(json.dumps(summaries, indent=2, default=str))
         return summaries
 

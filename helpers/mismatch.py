@@ -303,7 +303,7 @@ def _forward(model: Any, ids: Any, past: Any):
 
 def precision_mismatch(
     model_name: str | None = None,
-    texts: Sequence[str] = ("Question: who wrote Hamlet?\nAnswer: William Shakespeare wrote it.",),
+    texts: Sequence[str | Sequence[int]] = ("Question: who wrote Hamlet?\nAnswer: William Shakespeare wrote it.",),
     *,
     prompt_tokens: int = 0,
     sampler_dtype: str = "bfloat16",
@@ -313,7 +313,8 @@ def precision_mismatch(
 
     A bf16 inference engine and an fp32 trainer is the production pattern; this isolates the
     precision part of the mismatch on one small model (two full-sequence forwards per text).
-    Tokens before `prompt_tokens` are context only, as a prompt would be.
+    Each entry of `texts` is a string or a list of token ids (e.g. a whole trajectory). Tokens
+    before `prompt_tokens` are context only, as a prompt would be.
     """
     import torch
 
@@ -325,7 +326,7 @@ def precision_mismatch(
     sampler = models.load_model(name, device="cpu", dtype=getattr(torch, sampler_dtype)).eval()
     new_all, old_all = [], []
     for text in texts:
-        ids = tokenizer.encode(text)
+        ids = tokenizer.encode(text) if isinstance(text, str) else list(text)
         start = max(prompt_tokens - 1, 0)
         new_all.append(sequence_logprobs(trainer, ids)[start:])
         old_all.append(sequence_logprobs(sampler, ids)[start:])
@@ -368,6 +369,23 @@ class MismatchHistory:
         self.log_ratios[step] = lr
         return stats
 
+    @classmethod
+    def from_metrics(cls, rows: Sequence[dict[str, Any]]) -> "MismatchHistory":
+        """Rebuild the per-step stats from a run's metrics.jsonl rows (keys 'mismatch/...')."""
+        history = cls()
+        for row in rows:
+            if "mismatch/kl_k3" not in row:
+                continue
+            q = {k[len("mismatch/ratio_"):]: v for k, v in row.items()
+                 if k.startswith("mismatch/ratio_p")}
+            history.steps.append(MismatchStats(
+                tokens=int(row.get("mismatch/tokens", 0)), kl_k1=row["mismatch/kl_k1"],
+                kl_k3=row["mismatch/kl_k3"], mean_abs_log_ratio=row["mismatch/mean_abs_log_ratio"],
+                max_abs_log_ratio=row["mismatch/max_abs_log_ratio"],
+                ratio_min=q.get("p1", 1.0), ratio_max=q.get("p99", 1.0), ratio_quantiles=q,
+                share_outside_band=row.get("mismatch/share_outside_band", 0.0), step=row.get("step")))
+        return history
+
     def rows(self) -> list[dict[str, Any]]:
         out = []
         for s in self.steps:
@@ -398,3 +416,93 @@ class MismatchHistory:
         ax[1].set_title("token ratio pi_train / mu_infer")
         ax[1].legend()
         return ax
+
+
+# ---------------------------------------------------------------- widget and exercises (notebook 13)
+
+
+def is_weight_explorer(trainer_logprobs: Sequence[float], sampler_logprobs: Sequence[float],
+                       advantages: Sequence[float]):
+    """Sliders for the truncation cap C and the trust band: how many tokens each touches, and what
+    the IS objective becomes, on real per-token numbers."""
+    import html
+
+    import ipywidgets as widgets
+
+    r = token_ratios(trainer_logprobs, sampler_logprobs)
+    a = np.asarray(advantages, dtype=np.float64)
+    cap = widgets.FloatLogSlider(value=2.0, base=10, min=-0.5, max=1, step=0.01, description="cap C")
+    band = widgets.FloatLogSlider(value=0.01, base=10, min=-5, max=0, step=0.1, description="band ε")
+    text = widgets.HTML()
+
+    def update(_=None):
+        truncated = float(np.mean(r > cap.value))
+        outside = float(np.mean(np.abs(r - 1) > band.value))
+        rows = [
+            ("tokens", f"{r.size}"),
+            ("objective, no correction (r = 1)", f"{is_weighted_objective(np.ones_like(r), a):+.6f}"),
+            ("objective, token-level IS", f"{is_weighted_objective(r, a):+.6f}"),
+            (f"objective, truncated at C = {cap.value:.3g}", f"{is_weighted_objective(r, a, cap=cap.value):+.6f}"),
+            ("share of tokens truncated (r > C)", f"{truncated:.4f}"),
+            (f"share with |r - 1| > {band.value:.2g}", f"{outside:.4f}"),
+        ]
+        text.value = "<table>" + "".join(
+            f"<tr><td style='padding:2px 10px'>{html.escape(k)}</td><td style='font-family:monospace'>"
+            f"{html.escape(v)}</td></tr>" for k, v in rows) + "</table>"
+
+    cap.observe(update, names="value")
+    band.observe(update, names="value")
+    update()
+    box = widgets.VBox([cap, band, text])
+    box.controls = {"cap": cap, "band": band}
+    return box
+
+
+def _report(ok: bool, hint: str) -> bool:
+    from helpers.widgets.exercises import report
+
+    return report(ok, hint)
+
+
+EXERCISE_SAMPLER = (-1.0, -0.5, -2.0)
+EXERCISE_TRAINER = (-1.1, -0.5, -1.8)
+
+
+def _three(guess: Any) -> list[float] | None:
+    try:
+        values = [float(x) for x in guess]
+    except (TypeError, ValueError):
+        return None
+    return values if len(values) == 3 else None
+
+
+def check_ratios(guess: Any) -> bool:
+    import math
+
+    expected = [math.exp(t - s) for t, s in zip(EXERCISE_TRAINER, EXERCISE_SAMPLER)]
+    values = _three(guess)
+    if values is None:
+        return _report(False, "three numbers: r = exp(logp_train - logp_infer) per token")
+    return _report(all(abs(a - b) < 1e-6 for a, b in zip(values, expected)),
+                   f"you gave {values}; the first token's log-ratio is -1.1 - (-1.0) = -0.1")
+
+
+def check_k3(guess: Any) -> bool:
+    import math
+
+    d = [t - s for t, s in zip(EXERCISE_TRAINER, EXERCISE_SAMPLER)]
+    expected = sum(math.exp(x) - 1 - x for x in d) / 3
+    if guess is None or guess is Ellipsis:
+        return _report(False, "mean over tokens of r - 1 - log r")
+    return _report(abs(float(guess) - expected) < 1e-6, f"you gave {guess}; average r - 1 - log r over the three")
+
+
+def check_truncated(guess: Any, cap: float = 1.1) -> bool:
+    import math
+
+    expected = [min(math.exp(t - s), cap) for t, s in zip(EXERCISE_TRAINER, EXERCISE_SAMPLER)]
+    values = _three(guess)
+    if values is None:
+        return _report(False, f"three numbers: min(r, {cap})")
+    return _report(all(abs(a - b) < 1e-6 for a, b in zip(values, expected)),
+                   f"you gave {values}; only the third ratio exceeds {cap}")

@@ -550,6 +550,15 @@ def score_trajectory(trajectory: Trajectory) -> None:
 # --------------------------------------------------------------------------- the batch
 
 
+def _as_example(row: Any) -> SearchExample:
+    if isinstance(row, SearchExample):
+        return row
+    if isinstance(row, dict) and "question" in row and "answers" in row:  # a data row
+        return SearchExample(id=str(row.get("id", "")), question=str(row["question"]),
+                             answers=[str(a) for a in row["answers"]], data_source=str(row.get("data_source", "unknown")))
+    raise TypeError(f"examples must be SearchExample or rows with 'question' and 'answers', got {type(row).__name__}")
+
+
 def _progress(total: int, desc: str, enabled: bool, leave: bool = False):
     from tqdm.auto import tqdm
 
@@ -567,7 +576,8 @@ def rollout_batch(
     """Complete, scored trajectories for every example: ``len(examples) * group_size`` of them.
 
     Ordered by question, then branch. ``.stats`` (and ``helpers.rollout.last_stats``) hold the
-    run's counters and timings.
+    run's counters and timings. Another reward (e.g. with penalties) can be applied afterwards:
+    set each ``trajectory.reward`` and call ``assign_group_advantages(batch)`` again.
     """
     global last_stats
     config = config or RolloutConfig()
@@ -576,6 +586,7 @@ def rollout_batch(
     started = time.perf_counter()
     stats = RolloutStats(questions=len(examples))
     family = template_family(tokenizer)
+    examples = [_as_example(ex) for ex in examples]
     roots = [
         Trajectory(example=ex, group_index=0, question_index=qi,
                    messages=build_messages(ex.question, config.search_budget, family))

@@ -574,6 +574,7 @@ class TrainingSession:
     run: RunDir
     start_step: int = 0
     history: list[dict] = field(default_factory=list)
+    optimised: bool = False  # an optim_step ran (or was restored), so save_state holds optimiser state
 
 
 def open_session(config: TrainConfig, service=None, search_client=None, examples=None) -> TrainingSession:
@@ -589,8 +590,10 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
     start_step = 0
     last = run.last_checkpoint() if config.resume else None
     if last is not None:
-        load = getattr(training_client, "load_state_with_optimizer", None) or training_client.load_state
-        _result(load(last["path"]))
+        if last.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
+            _result(training_client.load_state_with_optimizer(last["path"]))
+        else:  # saved before any optim_step (every group degenerate so far): weights only
+            _result(training_client.load_state(last["path"]))
         start_step = int(last["step"])
     elif config.init_from:
         _result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
@@ -608,7 +611,9 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
 
         examples = load_examples(config.split, data_source=config.data_source, limit=config.limit)
     run.write_json("config.json", {"train": dataclasses.asdict(config), "model": model})
-    return TrainingSession(config, service, training_client, tokenizer, search_client, list(examples), run, start_step)
+    session = TrainingSession(config, service, training_client, tokenizer, search_client, list(examples), run, start_step)
+    session.optimised = bool(last and last.get("has_optimizer", True))
+    return session
 
 
 def materialise_checkpoint(path: str, directory: str | Path) -> str:
@@ -640,7 +645,9 @@ def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) ->
     response = _result(session.training_client.save_state(name))
     path = materialise_checkpoint(str(getattr(response, "path", response)),
                                   session.run.path / "checkpoints" / f"step{steps_done:05d}")
-    session.run.append_jsonl(session.run.checkpoints, {"step": steps_done, "path": path, "time": time.time()})
+    session.run.append_jsonl(session.run.checkpoints, {
+        "step": steps_done, "path": path, "time": time.time(), "has_optimizer": session.optimised,
+    })
     _prune_checkpoints(session.run, keep)
     return path
 
@@ -690,6 +697,7 @@ def train(
             session.training_client, session.tokenizer, session.search_client, batch, config, step, adam
         )
         metrics["wall_time"] = time.time()
+        session.optimised = session.optimised or metrics["micro_batches"] > 0
         run.append_jsonl(run.metrics, metrics)
         session.history.append(metrics)
         step_times.append(metrics["time_step"])

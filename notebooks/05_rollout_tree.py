@@ -64,7 +64,7 @@ remember("rollout_05", list(trajectories))
 # %% [markdown]
 # ## The tree
 #
-# The root is the question. Each row is one branch (τ0, τ1, …): its turns in order — 🔍 a search with
+# The root is the question. Each row is one branch (τ0, τ1, …): its turns in order — a search with
 # its query and the size of the observation the model got back (✂ when the evidence was cut to the
 # budget), ✎ a final answer, ⚠ an invalid turn — then its reward and advantage. **Click a row** to
 # open its turns: the full assistant text and the full observation.

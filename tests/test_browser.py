@@ -130,3 +130,91 @@ def test_rollout_tree_notebook_in_chromium(lab):
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "browser_05_rollout_tree.png"), full_page=False)
             browser.close()
+
+
+FAKE_MODEL = """
+export function fakeModel(state) {
+  const handlers = {};
+  return {
+    get: (key) => state[key],
+    set: (key, value) => { state[key] = value; (handlers["change:" + key] || []).forEach((f) => f()); },
+    save_changes: () => {},
+    on: (name, f) => { (handlers[name] = handlers[name] || []).push(f); },
+    off: (name, f) => { handlers[name] = (handlers[name] || []).filter((g) => g !== f); },
+  };
+}
+"""
+
+
+def test_widget_views_standalone_escape_and_respond_to_clicks(tmp_path):
+    """tree.js and tokens.js on a fake anywidget model, no Jupyter: fast feedback on the views."""
+    from playwright.sync_api import sync_playwright
+
+    from helpers.widgets.tree import normalise_tree
+    from helpers.widgets.tokens import normalise_rows
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: `apt-get install -y chromium`")
+    import json
+
+    widgets_dir = ROOT / "helpers" / "widgets"
+    for name in ("tree.js", "tokens.js", "widgets.css"):
+        shutil.copy(widgets_dir / name, tmp_path / name)
+    (tmp_path / "fake.js").write_text(FAKE_MODEL)
+    evil = "<img src=x onerror=alert(1)>"
+    tree = normalise_tree({"question": "Q " + evil, "answers": ["Lyon"], "leaves": [
+        {"index": 0, "reward": 1.0, "advantage": 0.5, "turns": [
+            {"kind": "tool", "text": "call", "query": "q " + evil, "tokens": 5, "observation": "obs " + evil,
+             "observation_tokens": 9, "cut": True},
+            {"kind": "answer", "text": "Answer: Lyon", "tokens": 3}]},
+        {"index": 1, "reward": 0.0, "advantage": -0.5, "turns": [{"kind": "answer", "text": "Answer: " + evil, "tokens": 3}]},
+    ]})
+    rows = normalise_rows([{"id": 1, "text": evil, "role": "observation"}, {"id": 2, "text": "Lyon", "role": "assistant",
+                           "logprob": -0.25, "advantage": 0.5, "mask": 1}])
+    (tmp_path / "index.html").write_text(f"""<!doctype html><html><head><link rel="stylesheet" href="widgets.css"></head>
+<body><div id="tree"></div><div id="strip"></div><script type="module">
+import tree from "./tree.js"; import strip from "./tokens.js"; import {{ fakeModel }} from "./fake.js";
+window.treeModel = fakeModel({{data: {json.dumps(tree)}, selected: -1}});
+tree.render({{model: window.treeModel, el: document.getElementById("tree")}});
+window.stripModel = fakeModel({{rows: {json.dumps(rows)}, active: -1}});
+strip.render({{model: window.stripModel, el: document.getElementById("strip")}});
+window.ready = true;
+</script></body></html>""")
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dialogs: list[str] = []
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.2)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+            page.goto(f"http://127.0.0.1:{port}/index.html")
+            page.wait_for_function("window.ready === true", timeout=10_000)
+            assert page.locator("[data-testid=tree-leaf]").count() == 2
+            assert page.locator("[data-testid=tree-details]").count() == 0
+            page.locator("[data-testid=tree-leaf]").nth(0).click()
+            assert page.evaluate("window.treeModel.get('selected')") == 0
+            details = page.locator("[data-testid=tree-details]")
+            assert "obs " + evil in details.inner_text()
+            assert "cut" in page.locator("[data-testid=tree-leaf]").nth(0).inner_text()
+            page.locator("[data-testid=token]").nth(1).click()
+            info = page.locator("[data-testid=token-info]").inner_text()
+            assert "id 2" in info and "-0.250" in info and "advantage +0.50" in info and "mask 1" in info
+            assert evil in page.locator("[data-testid=token]").nth(0).inner_text()
+            assert page.locator("img").count() == 0
+            page.wait_for_timeout(300)
+            assert dialogs == []
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser_widgets_standalone.png"), full_page=True)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

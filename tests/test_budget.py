@@ -54,6 +54,9 @@ def test_budget_config_states_and_enforces_the_budget():
     cfg = eff.budget_config(3, RolloutConfig(group_size=8, temperature=1.0, max_assistant_tokens=99))
     assert (cfg.group_size, cfg.max_search_calls, cfg.search_budget) == (1, 3, 3)
     assert cfg.max_assistant_tokens == 99
+    # enough turns to spend the whole budget and still answer
+    assert eff.budget_config(9, RolloutConfig(max_assistant_turns=3)).max_assistant_turns == 10
+    assert eff.budget_config(1, RolloutConfig(max_assistant_turns=6)).max_assistant_turns == 6
     with pytest.raises(ValueError):
         eff.budget_config(-1)
 

@@ -257,3 +257,50 @@ def test_format_penalty_is_off_by_default_and_charges_broken_formats_when_on():
     on = eff.score_group(**args, config=eff.EfficiencyConfig(format_penalty=0.1))
     assert on[2].reward == pytest.approx(on[1].reward - 0.1)
     assert on[0].reward == off[0].reward
+
+
+# ---------------------------------------------------------------- widgets and exercises
+
+
+def test_penalty_explorer_recomputes_on_slider_moves_and_escapes_labels():
+    numbers = dict(r_base=[1, 1, 0], calls=[1, 3, 2], lengths=[40, 60, 30])
+    w = eff.penalty_explorer(numbers=numbers, labels=["a", "<script>x</script>", "c"])
+    table = w.children[-1].value
+    assert "<script>" not in table and "&lt;script&gt;" in table
+    before = [r.reward for r in w.rows]
+    w.sliders["lambda_tool"].value = 0.0
+    w.sliders["lambda_len"].value = 0.0
+    assert [r.reward for r in w.rows] == [1.0, 1.0, 0.0]
+    assert before[1] < 1.0
+    with pytest.raises(ValueError, match="exactly one"):
+        eff.penalty_explorer()
+
+
+def test_exercise_checkers_accept_the_formula_and_reject_wrong_answers(capsys):
+    good = eff.tool_penalties([1, 2, 4, 3], [True, True, True, False], 2, 1.0, 0.5, 0.1)
+    assert eff.check_tool_penalties(good)
+    assert not eff.check_tool_penalties([0, 0, 0, 0])
+    assert not eff.check_tool_penalties(None)
+    assert eff.check_length_penalty(1 - math.exp(-0.5))
+    assert not eff.check_length_penalty(1.0)
+    assert eff.check_no_winner_advantages([0, 0, 0, 0])
+    assert not eff.check_no_winner_advantages([0.1, -0.1, 0, 0])
+    points = [eff.BudgetPoint("base", b, 2, acc, 1, b, 5, 50, 55 + 10 * b, 0) for b, acc in
+              [(0, 0.0), (1, 0.5), (2, 0.5)]]
+    assert eff.check_best_budget(points, "base", 1) and not eff.check_best_budget(points, "base", 2)
+    assert eff.check_tokens_per_correct(points, "base", 2, 75 / 0.5)
+    assert eff.check_tokens_per_correct(points, "base", 0, float("inf"))
+    assert eff.check_turns_for_budget(3, 4) and not eff.check_turns_for_budget(3, 3)
+    out = capsys.readouterr().out.splitlines()
+    assert "correct" in out and any(line.startswith("not yet") for line in out)
+
+
+def test_budget_curve_widget_switches_metric():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    points = [eff.BudgetPoint(p, b, 2, 0.1 * b, 1, b, 5, 50, 55, 0) for p in ("base", "sft") for b in range(3)]
+    w = eff.budget_curve_widget(points)
+    assert w.controls["policies"].value == ("base", "sft")
+    w.controls["metric"].value = "tokens_per_question"
+    w.controls["policies"].value = ("sft",)

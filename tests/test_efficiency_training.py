@@ -55,17 +55,20 @@ class FakeTrainer:
     def optim_step(self, adam):
         self.steps += 1
 
+    def save_weights_for_sampler(self, name):
+        return SimpleNamespace(path=f"fake://{name}")
+
 
 @pytest.fixture(scope="module")
 def tokenizer():
     return load_tokenizer("smollm2-135m")
 
 
-def session(tokenizer):
+def session(tokenizer, **overrides):
     config = TrainConfig(model="smollm2-135m", questions_per_batch=1, group_size=4, max_search_calls=4,
-                         max_assistant_turns=6, max_assistant_tokens=64)
+                         max_assistant_turns=6, max_assistant_tokens=64, **overrides)
     return SimpleNamespace(config=config, training_client=FakeTrainer(tokenizer), tokenizer=tokenizer,
-                           search_client=FakeSearchClient())
+                           search_client=FakeSearchClient(), examples=list(BATCH))
 
 
 BATCH = [SearchExample("q0", "Which city?", ["Paris"], "nq")]
@@ -116,3 +119,30 @@ def test_gated_reward_ranks_the_frugal_winner_first_and_logs_the_mismatch(tokeni
 def test_unknown_reward_is_refused(tokenizer):
     with pytest.raises(ValueError, match="reward must be one of"):
         eff.reward_step(session(tokenizer), BATCH, 0, reward="vibes")
+
+
+def test_train_with_reward_logs_every_step_and_uses_reference_lengths(tokenizer, tmp_path):
+    s = session(tokenizer, max_steps=2, out=str(tmp_path / "gated"))
+    summary = eff.train_with_reward(s.config, "gated", session=s, length_reference="initial", progress=False)
+    rows = eff.load_metrics(tmp_path / "gated")
+    assert [r["step"] for r in rows] == [0, 1]
+    assert summary["steps_done"] == 2 and summary["sampler_path"] == "fake://gated-final"
+    assert (tmp_path / "gated" / "summary.json").exists()
+    assert (tmp_path / "gated" / "log_ratios.npz").exists()
+    assert all("mismatch/kl_k3" in r and "eff/pen_len_mean" in r for r in rows)
+    with pytest.raises(ValueError, match="length_reference"):
+        eff.train_with_reward(s.config, "gated", session=s, length_reference="nope", progress=False)
+
+
+def test_reference_lengths_are_sampled_once_per_question(tokenizer):
+    from helpers.rollout import RolloutConfig
+
+    sampler = ScriptedSamplingClient(tokenizer, branchy)
+    ref = eff.ReferenceLengths(sampler, tokenizer, FakeSearchClient())
+    cfg = RolloutConfig(group_size=4, max_search_calls=4)
+    first = ref.for_batch(BATCH, cfg)
+    calls = sampler.calls
+    again = ref.for_batch(BATCH + BATCH, cfg)
+    assert sampler.calls == calls  # cached
+    assert len(first[0]) == 4 and again[1] == first[0]
+    assert first[0][3] > first[0][1]  # the branch that searched three times wrote more

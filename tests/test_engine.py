@@ -183,8 +183,8 @@ def test_training_validates_batches_with_the_sdk_planner(training, prompt):
 def test_probe_measures_mean_over_datums_and_sum_over_tokens(service):
     report = probe_loss_normalisation(service.create_lora_training_client(MODEL, rank=4, seed=1))
     assert report.linear, report.summary()
-    assert report.datums == "mean" and report.datum_ratio == pytest.approx(1.0, abs=0.05)
-    assert report.tokens == "sum" and report.padding_ratio == pytest.approx(1.0, abs=0.05)
+    assert report.datums == "mean" and report.datum_ratio == pytest.approx(1.0, abs=0.1)
+    assert report.tokens == "sum" and report.padding_ratio == pytest.approx(1.0, abs=0.1)
 
 
 def _ce(ids):
@@ -246,3 +246,41 @@ def test_custom_loss_matches_the_built_in_cross_entropy(service, prompt):
         if custom:
             assert out.metrics["custom"] == 1.0
     assert results[0] == pytest.approx(results[1], abs=1e-4)
+
+
+def test_internal_micro_batches_do_not_change_the_gradient(service, prompt, monkeypatch):
+    from helpers.engine import training as training_module
+
+    data = [_ce(prompt), _ce(prompt[:9]), _ce(prompt[3:])]
+    grads = []
+    for budget in (10**6, 1):  # one micro-batch, then one datum per micro-batch
+        monkeypatch.setattr(training_module, "tokens_per_micro_batch", lambda device, b=budget: b)
+        tc = service.create_lora_training_client(MODEL, rank=4, seed=2, train_mlp=False)
+        out = tc.forward_backward(data, "cross_entropy").result()
+        grads.append((out.metrics["loss_sum"], [p.grad.clone() for p in tc._run.params]))
+        tc.optim_step(trio.AdamParams(learning_rate=0.0)).result()
+    assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-5)
+    for a, b in zip(grads[0][1], grads[1][1]):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_static_cache_decoding_matches_the_dynamic_path(service, tokenizer, monkeypatch):
+    """The GPU fast path (static KV cache, fixed shapes) run eagerly on CPU gives the same samples."""
+    sc = service.create_sampling_client(base_model=MODEL)
+    prompts = [list(tokenizer.encode("1, 2, 3, 4, 5,")), list(tokenizer.encode("The longest river in the world is"))]
+
+    async def batch():
+        return await asyncio.gather(*[
+            sc.sample_async(prompt=trio.ModelInput.from_ints(p), num_samples=2,
+                            sampling_params=params(max_tokens=4 + 2 * i, seed=i, stop=[","]))
+            for i, p in enumerate(prompts)
+        ])
+
+    results = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv("COURSE_ENGINE_STATIC", flag)
+        results.append(asyncio.run(batch()))
+    for dynamic, static in zip(*results):
+        for a, b in zip(dynamic.sequences, static.sequences):
+            assert a.tokens == b.tokens and a.stop_reason == b.stop_reason
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)

@@ -154,3 +154,31 @@ def test_bf16_scoring_differs_from_fp32_on_the_same_tokens(small_model_name):
     assert stats.tokens == len(result["trainer_logprobs"]) > 5
     assert stats.mean_abs_log_ratio > 1e-4  # bf16 rounding is visible per token
     assert 0.0 < stats.kl_k3 < 0.1  # but the two distributions stay close
+
+
+def test_history_round_trips_through_metrics_rows():
+    h = mm.MismatchHistory()
+    h.add(0, [-1.0, -2.0, -0.3], [-1.1, -1.9, -0.3])
+    s = h.steps[0]
+    row = {"step": 0, **{f"mismatch/{k}": getattr(s, k) for k in
+                         ("tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "max_abs_log_ratio", "share_outside_band")},
+           **{f"mismatch/ratio_{k}": v for k, v in s.ratio_quantiles.items()}}
+    back = mm.MismatchHistory.from_metrics([row, {"step": 1}])  # rows without mismatch are skipped
+    assert len(back.steps) == 1
+    assert back.steps[0].kl_k3 == s.kl_k3 and back.steps[0].tokens == 3
+    assert back.steps[0].ratio_quantiles == s.ratio_quantiles
+
+
+def test_is_explorer_reports_objectives_and_truncation():
+    w = mm.is_weight_explorer([-1.1, -0.5, -1.8], [-1.0, -0.5, -2.0], [1.0, 1.0, -1.0])
+    text = w.children[-1].value
+    assert "+0.333333" in text  # no correction: mean of the advantages
+    w.controls["cap"].value = 1.1
+    assert "0.3333" in w.children[-1].value  # one token in three is above the cap
+
+
+def test_mismatch_checkers(capsys):
+    r = mm.token_ratios(mm.EXERCISE_TRAINER, mm.EXERCISE_SAMPLER)
+    assert mm.check_ratios(r) and not mm.check_ratios([1, 1, 1])
+    assert mm.check_k3(mm.kl_k3(np.log(r))) and not mm.check_k3(0.5)
+    assert mm.check_truncated(np.minimum(r, 1.1)) and not mm.check_truncated(r)

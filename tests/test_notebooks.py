@@ -43,6 +43,25 @@ def test_notebook_is_stored_without_outputs_and_matches_its_py_pair(path):
     assert ours == theirs, f"{path.name} and {pair.name} differ; {SYNC}"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fresh_course_state():
+    """Notebooks hand results on (05's rollout, 09's checkpoint); start each test run clean."""
+    import shutil
+
+    old = os.environ.get("COURSE_PROFILE")
+    os.environ["COURSE_PROFILE"] = "fast"
+    try:
+        from helpers.widgets.course import state_dir
+
+        shutil.rmtree(state_dir(), ignore_errors=True)
+    finally:
+        if old is None:
+            os.environ.pop("COURSE_PROFILE")
+        else:
+            os.environ["COURSE_PROFILE"] = old
+    yield
+
+
 def _execute(path: Path) -> tuple[nbformat.NotebookNode, float]:
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(

@@ -40,63 +40,54 @@ def search(tmp_path_factory):
     return local.LocalSearchClient(index_dir=index_dir)
 
 
-class FirstTurnSearches:
-    """The real sampler, except that every first-turn sample is a scripted call to search.
+class FirstBranchSearches:
+    """The real sampler, except that branch 0's first turn is a scripted call to search.
 
-    SmolLM2-135M rarely calls the tool on its own; this makes turn 2 a real sample on a prompt
-    that holds a real observation, which is the part of the loop worth testing.
+    SmolLM2-135M rarely calls the tool on its own; this way one rollout has a real first turn
+    (branch 1) and a real second turn on a prompt holding a real observation (branch 0).
     """
 
     def __init__(self, engine, tokenizer):
         self.engine, self.tokenizer, self.first = engine, tokenizer, True
 
     async def sample_async(self, prompt, num_samples=1, sampling_params=None, return_text=True):
-        if not self.first:
-            return await self.engine.sample_async(prompt=prompt, num_samples=num_samples,
+        response = await self.engine.sample_async(prompt=prompt, num_samples=num_samples,
                                                   sampling_params=sampling_params, return_text=return_text)
-        self.first = False
-        tokens = self.tokenizer.encode(call("Eiffel Tower"), add_special_tokens=False)
-        tokens = [*tokens, stop_token_ids(self.tokenizer)[0]]
-        sequence = trio.types.SampleSequence(stop_reason="stop", tokens=tokens,
-                                             logprobs=[fake_logprob(i) for i in range(len(tokens))])
-        return trio.types.SampleResponse(sequences=[sequence] * num_samples)
+        if self.first:
+            self.first = False
+            tokens = self.tokenizer.encode(call("Eiffel Tower"), add_special_tokens=False)
+            tokens = [*tokens, stop_token_ids(self.tokenizer)[0]]
+            scripted = trio.types.SampleSequence(stop_reason="stop", tokens=tokens,
+                                                 logprobs=[fake_logprob(i) for i in range(len(tokens))])
+            response = trio.types.SampleResponse(sequences=[scripted, *response.sequences[1:]])
+        return response
 
 
-def _rescored(engine, trajectory):
-    rows = token_table(trajectory)
-    logprobs = engine.compute_logprobs(trio.ModelInput.from_ints([r["token_id"] for r in rows])).result()
-    return rows, logprobs
-
-
-def test_a_real_rollout_is_complete_scored_and_continuous(engine, search):
+def test_a_real_rollout_is_continuous_down_to_the_samplers_logprobs(engine, search):
     tokenizer = load_tokenizer(MODEL)
-    config = RolloutConfig(group_size=2, max_assistant_tokens=16, max_search_calls=1, max_assistant_turns=2, seed=3)
-    batch = rollout_batch(engine, tokenizer, search, EXAMPLES, config, progress=False)
+    config = RolloutConfig(group_size=2, max_assistant_tokens=10, max_search_calls=1, max_assistant_turns=2,
+                           max_tool_response_tokens=400, seed=5)
+    batch = rollout_batch(FirstBranchSearches(engine, tokenizer), tokenizer, search, EXAMPLES, config, progress=False)
     assert len(batch) == 2 and all(t.done and t.end_reason for t in batch)
+    assert batch.stats.sampling_seconds > 0 and batch.stats.search_calls >= 1
+    searched = batch[0]
+    assert len(searched.turns) == 2 and searched.search_calls == 1
+    record = searched.searches[0]
+    assert record.ok and record.items_kept >= 1 and "Eiffel Tower" in record.content
+    real_turns = [(batch[0], 1), (batch[1], 0)]  # (trajectory, turn) pairs the model sampled
     for trajectory in batch:
         check_continuity(trajectory)
         assert trajectory.reward in {1.0, 0.0, -0.1}
         for turn in trajectory.turns:
-            assert len(turn.completion_tokens) == len(turn.logprobs) <= 16
-            assert all(lp <= 0.0 for lp in turn.logprobs)
+            assert len(turn.completion_tokens) == len(turn.logprobs)
             assert turn.stop_reason in {"stop", "length"}
-    assert batch.stats.sampling_seconds > 0 and batch.stats.trajectories == 2
-
-
-def test_rescoring_the_assembled_trajectory_gives_back_the_samplers_logprobs(engine, search):
-    tokenizer = load_tokenizer(MODEL)
-    config = RolloutConfig(group_size=2, max_assistant_tokens=12, max_search_calls=1, max_assistant_turns=2,
-                           max_tool_response_tokens=400, seed=5)
-    batch = rollout_batch(FirstTurnSearches(engine, tokenizer), tokenizer, search, EXAMPLES, config, progress=False)
-    for trajectory in batch:
-        assert len(trajectory.turns) == 2 and trajectory.search_calls == 1
-        record = trajectory.searches[0]
-        assert record.ok and record.items_kept >= 1 and "Eiffel Tower" in record.content
-        rows, rescored = _rescored(engine, trajectory)
-        second = [(r, rescored[r["position"]]) for r in rows if r["trained"] and r["turn"] == 1]
-        assert len(second) == len(trajectory.turns[1].completion_tokens) > 0
-        for row, again in second:
-            assert again == pytest.approx(row["logprob"], abs=2e-3)
+    for trajectory, turn_index in real_turns:
+        assert len(trajectory.turns[turn_index].completion_tokens) <= 10
+        rows = token_table(trajectory)
+        rescored = engine.compute_logprobs(trio.ModelInput.from_ints([r["token_id"] for r in rows])).result()
+        sampled = [r for r in rows if r["trained"] and r["turn"] == turn_index]
+        assert len(sampled) == len(trajectory.turns[turn_index].completion_tokens) > 0
+        for row in sampled:
+            assert rescored[row["position"]] == pytest.approx(row["logprob"], abs=2e-3)
     tree = trajectory_tree(batch)
-    assert tree["root"]["children"][0]["branches"] == [0, 1]  # the scripted first turn is shared
-    assert tree["branches"][0]["turns"][0]["observation"]["tokens"] > 0
+    assert tree["branches"][0]["turns"][0]["observation"]["tokens"] == record.observation_tokens > 0

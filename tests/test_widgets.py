@@ -248,3 +248,49 @@ def test_the_seed_cases_agree_with_the_protocol_and_reward_code():
     assert [parse_assistant(text).kind for text, _ in exercises.PARSER_CASES] == [kind for _, kind in exercises.PARSER_CASES]
     assert [score_answer(text, refs).reward for text, refs, _ in exercises.REWARD_CASES] == pytest.approx(
         [reward for _, _, reward in exercises.REWARD_CASES])
+
+
+def test_tree_data_uses_the_rollout_search_records_for_size_and_cut():
+    from helpers.data import SearchExample
+    from helpers.rollout import AssistantTurn, SearchRecord, Trajectory
+
+    call = '<tool_call>\n{"name": "search", "arguments": {"query": "Lyon"}}\n</tool_call>'
+    example = SearchExample("q1", "Where was Saint-Exupery born?", ["Lyon"], "demo")
+    searched = Trajectory(example=example, group_index=0, messages=[], reward=1.0, advantage=0.5, end_reason="answer",
+                          valid_format=True, exact_match=True,
+                          turns=[AssistantTurn([1, 2], [3, 4], [-0.1, -0.2], call, kind="tool", query="Lyon"),
+                                 AssistantTurn([1, 2, 3, 4, 5, 6], [7], [-0.3], "Answer: Lyon", kind="answer")],
+                          searches=[SearchRecord(turn_index=0, call_id="c1", query="Lyon", ok=True, error=None, latency=0.01,
+                                                 items_returned=3, items_kept=1, observation_tokens=42,
+                                                 content="[1] " + EVIL, fitted=True)])
+    starved = Trajectory(example=example, group_index=1, messages=[], reward=-0.1, advantage=-0.5,
+                         end_reason="observation_budget",
+                         turns=[AssistantTurn([1, 2], [3, 4], [-0.1, -0.2], call, kind="tool", query="Lyon")],
+                         searches=[SearchRecord(turn_index=0, call_id="c2", query="Lyon", ok=True, error=None, latency=0.01,
+                                                items_returned=3, items_kept=0, fitted=False)])
+    data = tree_data([starved, searched])
+    assert [leaf["index"] for leaf in data["leaves"]] == [0, 1]
+    first = data["leaves"][0]["turns"][0]
+    assert (first["observation_tokens"], first["cut"], first["observation"]) == (42, True, "[1] " + EVIL)
+    assert data["leaves"][0]["turns"][1]["kind"] == "answer"
+    ended = data["leaves"][1]
+    assert ended["end_reason"] == "observation_budget"
+    assert ended["turns"][0]["observation"] is None and ended["turns"][0]["cut"] is True
+    html = tree_html(data, selected=0)
+    assert "&lt;img" in html and "<img" not in html
+
+
+def test_token_rows_from_the_rollout_token_table_keep_roles_mask_and_logprobs():
+    from helpers.data import SearchExample
+    from helpers.rollout import AssistantTurn, Trajectory
+
+    example = SearchExample("q1", "q", ["a"], "demo")
+    trajectory = Trajectory(example=example, group_index=0, messages=[], advantage=-0.5,
+                            turns=[AssistantTurn([1, 2], [3, 4], [-0.1, -0.2], "call"),
+                                   AssistantTurn([1, 2, 3, 4, 5, 6], [7], [-0.3], "Answer: a")])
+    rows = token_rows(trajectory)
+    assert [r["role"] for r in rows] == ["prompt", "prompt", "assistant", "assistant", "observation", "observation", "assistant"]
+    assert [r["mask"] for r in rows] == [0, 0, 1, 1, 0, 0, 1]
+    assert [r["logprob"] for r in rows] == [None, None, -0.1, -0.2, None, None, -0.3]
+    assert [r["advantage"] for r in rows] == [0, 0, -0.5, -0.5, 0, 0, -0.5]
+    assert [r["id"] for r in rows] == [1, 2, 3, 4, 5, 6, 7]

@@ -42,7 +42,15 @@ Details worth knowing:
 - Losses: per-datum sum over tokens, mean over the datums of one call (see `losses`).
 - One copy of the base weights per process and model; samplers hold LoRA tensors only.
 - `save_weights_and_get_sampling_client()` returns a SamplingClient (as the SDK does), backed
-  by an in-memory snapshot.
+  by an in-memory snapshot. `save_weights_for_sampler(name)` / `save_state(name)` write
+  safetensors under `cache_dir()/checkpoints/<run>/{weights,state}/<name>` and return
+  `local://<run>/...` paths; `create_sampling_client(model_path)` also takes a directory.
+- Batching: sample requests arriving within 5 ms of each other are decoded together; on CUDA
+  the decode step uses a static KV cache and is compiled (CUDA graphs). COURSE_ENGINE_STATIC=0|1
+  and COURSE_ENGINE_COMPILE=0 switch these off/on.
+- `probe_loss_normalisation(training_client)` measures a backend's reduction;
+  `measure_logprob_agreement(training_client, sampling_client, prompts, params)` reports the
+  sampler/trainer mismatch as a KL.
 """
 
 from __future__ import annotations

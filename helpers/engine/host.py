@@ -76,6 +76,11 @@ class ModelHost:
     batch_window_s = 0.005  # how long the worker waits for more sample requests
     max_batch_rows = 256
 
+    @property
+    def max_batch_tokens(self) -> int:
+        """KV-cache budget of one decode batch, in rows x (prompt + max_tokens) tokens."""
+        return 1 << 21 if self.device == "cuda" else 1 << 15
+
     def __init__(self, name: str, device: str, dtype) -> None:
         import torch
 
@@ -94,6 +99,8 @@ class ModelHost:
         self.max_context = int(getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
         self.torch = torch
         self.stats = {"decode_batches": 0, "sample_requests": 0, "sampled_rows": 0}
+        self._static_caches: dict = {}  # (rows, length) -> StaticCache, most recent last
+        self._steps: dict = {}  # id(model) -> decode step (compiled on CUDA)
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name=f"engine-{name}", daemon=True)
         self._thread.start()
@@ -118,17 +125,19 @@ class ModelHost:
                 self._run_call(job)
                 continue
             batch = [job]
-            rows = job.num_samples
+            rows, tokens = job.num_samples, _kv_tokens(job)
             deadline = time.monotonic() + self.batch_window_s
             while rows < self.max_batch_rows:
                 try:
                     nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
-                if isinstance(nxt, SampleJob):
+                fits = (rows + getattr(nxt, "num_samples", 0) <= self.max_batch_rows
+                        and tokens + _kv_tokens(nxt) <= self.max_batch_tokens)
+                if isinstance(nxt, SampleJob) and fits:
                     batch.append(nxt)
-                    rows += nxt.num_samples
-                else:  # keep submission order: a training call ends the batch
+                    rows, tokens = rows + nxt.num_samples, tokens + _kv_tokens(nxt)
+                else:  # keep submission order: a training call (or a full batch) ends the batch
                     deferred.append(nxt)
                     break
             self._run_samples(batch)
@@ -234,9 +243,72 @@ class ModelHost:
         self.peft.set_adapter(slot)
         return contextlib.nullcontext()
 
+    # -- static decoding (worker thread only) ---------------------------------------------
+    def static_cache(self, rows: int, length: int):
+        """A reusable StaticCache of this shape (compiled graphs need stable tensor addresses)."""
+        from transformers import StaticCache
+
+        key = (rows, length)
+        cache = self._static_caches.pop(key, None)
+        if cache is None:
+            while len(self._static_caches) >= 2:  # bound memory: keep the two most recent shapes
+                self._static_caches.pop(next(iter(self._static_caches)))
+            cache = StaticCache(config=self.model.config, max_cache_len=length)
+        self._static_caches[key] = cache
+        return cache
+
+    def decode_step(self):
+        """step(input_ids [B,1], position_ids [B,1], attention_mask [B,L], cache) -> last logits [B,V].
+
+        On CUDA the step is compiled with mode="reduce-overhead" (CUDA graphs); if compiling
+        fails the eager step is used, with a warning. COURSE_ENGINE_COMPILE=0 turns it off.
+        """
+        import os
+        import warnings
+
+        from helpers.engine.sampler import _cache_argument
+
+        model = self.forward_model()
+        key = id(model)
+        if key in self._steps:
+            return self._steps[key]
+        cache_arg = _cache_argument(self)
+        torch = self.torch
+
+        def eager(ids, positions, mask, cache):
+            out = model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=True,
+                        **{cache_arg: cache})
+            return out.logits[:, -1]
+
+        step = eager
+        if self.device == "cuda" and os.environ.get("COURSE_ENGINE_COMPILE", "1") != "0":
+            torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+            compiled = torch.compile(eager, mode="reduce-overhead", dynamic=False)
+            state = {"ok": True}
+
+            def step(ids, positions, mask, cache):
+                if state["ok"]:
+                    try:
+                        torch.compiler.cudagraph_mark_step_begin()
+                        return compiled(ids, positions, mask, cache).clone()
+                    except Exception as error:  # noqa: BLE001 - fall back, but say so
+                        state["ok"] = False
+                        warnings.warn(f"compiled decode step failed ({type(error).__name__}: {error}); "
+                                      "using the eager step", RuntimeWarning, stacklevel=2)
+                return eager(ids, positions, mask, cache)
+
+        self._steps[key] = step
+        return step
+
     def forward_model(self):
         """The module to call for logits: the peft wrapper once adapters exist."""
         return self.peft if self.peft is not None else self.model
+
+
+def _kv_tokens(job) -> int:
+    if not isinstance(job, SampleJob):
+        return 0
+    return job.num_samples * (len(job.prompt) + int(job.params.max_tokens or 0))
 
 
 def _eos_ids(tokenizer, model) -> set[int]:

@@ -134,18 +134,33 @@ def _stopped_by_string(row: Row, tokenizer) -> bool:
     return any(s in tail for s in row.stop_strings)
 
 
+def use_static_cache(host) -> bool:
+    """Static KV cache + compiled decode step: on by default on CUDA (COURSE_ENGINE_STATIC=0/1 overrides)."""
+    flag = os.environ.get("COURSE_ENGINE_STATIC")
+    return host.device == "cuda" if flag is None else flag.strip() not in {"0", "false", ""}
+
+
 def decode(host, rows: list[Row]) -> None:
     """Fill `tokens`, `logprobs` and `stop_reason` of every row (in place)."""
     import torch
+
+    with torch.inference_mode():
+        first_logits, prefix, mask, next_pos = _prefill(host, rows)
+        if use_static_cache(host):
+            _decode_static(host, rows, first_logits, prefix, mask, next_pos)
+        else:
+            _decode_dynamic(host, rows, first_logits, prefix, mask, next_pos)
+
+
+def _prefill(host, rows):
+    """Prefill each distinct prompt once (left-padded); rows sharing a prompt share its KV cache."""
+    import torch
     from transformers import DynamicCache
 
-    model = host.forward_model()
     device = host.device
     pad = host.tokenizer.pad_token_id if host.tokenizer.pad_token_id is not None else 0
     unique: dict[tuple[int, ...], int] = {}
-    source = []
-    for r in rows:
-        source.append(unique.setdefault(tuple(r.prompt), len(unique)))
+    source = [unique.setdefault(tuple(r.prompt), len(unique)) for r in rows]
     prompts = list(unique)
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
@@ -155,43 +170,103 @@ def decode(host, rows: list[Row]) -> None:
         mask[i, width - len(p):] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache()
+    out = host.forward_model()(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                               logits_to_keep=1, **{_cache_argument(host): cache})
+    index = torch.tensor(source, device=device)
+    logits = out.logits[:, -1].float().index_select(0, index)
+    return logits, (cache, index), mask.index_select(0, index), positions[:, -1].index_select(0, index) + 1
 
-    cache_arg = _cache_argument(host)
-    with torch.inference_mode():
-        cache = DynamicCache()
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
-                    **{cache_arg: cache})
-        index = torch.tensor(source, device=device)
-        logits = out.logits[:, -1].float().index_select(0, index)
-        cache.batch_select_indices(index)
-        mask = mask.index_select(0, index)
-        next_pos = positions[:, -1].index_select(0, index) + 1
-        active = list(range(len(rows)))
-        while True:
-            batch_rows = [rows[i] for i in active]
-            tokens, logps = draw(logits, batch_rows)
-            keep = []
-            for j, (r, t, lp) in enumerate(zip(batch_rows, tokens.tolist(), logps.tolist())):
-                r.tokens.append(t)
-                r.logprobs.append(lp)
-                if t in r.stop_ids or _stopped_by_string(r, host.tokenizer):
-                    r.stop_reason = "stop"
-                elif len(r.tokens) >= r.max_tokens:
-                    r.stop_reason = "length"
-                else:
-                    keep.append(j)
-            if not keep:
-                return
-            if len(keep) < len(active):
-                sel = torch.tensor(keep, device=device)
-                cache.batch_select_indices(sel)
-                mask, next_pos, tokens = mask.index_select(0, sel), next_pos.index_select(0, sel), tokens.index_select(0, sel)
-                active = [active[j] for j in keep]
-            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-            out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                        use_cache=True, **{cache_arg: cache})
-            logits = out.logits[:, -1].float()
-            next_pos = next_pos + 1
+
+def _advance(host, rows: list[Row], active: list[int], logits) -> tuple[list[int], object]:
+    """Draw one token for each active row; returns (positions in `active` still running, tokens)."""
+    batch_rows = [rows[i] for i in active]
+    tokens, logps = draw(logits, batch_rows)
+    keep = []
+    for j, (r, t, lp) in enumerate(zip(batch_rows, tokens.tolist(), logps.tolist())):
+        r.tokens.append(t)
+        r.logprobs.append(lp)
+        if t in r.stop_ids or _stopped_by_string(r, host.tokenizer):
+            r.stop_reason = "stop"
+        elif len(r.tokens) >= r.max_tokens:
+            r.stop_reason = "length"
+        else:
+            keep.append(j)
+    return keep, tokens
+
+
+def _decode_dynamic(host, rows, logits, prefix, mask, next_pos) -> None:
+    """Eager decode with a DynamicCache; finished rows leave the batch (the cache shrinks)."""
+    import torch
+
+    model, device, cache_arg = host.forward_model(), host.device, _cache_argument(host)
+    cache, index = prefix
+    cache.batch_select_indices(index)
+    active = list(range(len(rows)))
+    while True:
+        keep, tokens = _advance(host, rows, active, logits)
+        if not keep:
+            return
+        if len(keep) < len(active):
+            sel = torch.tensor(keep, device=device)
+            cache.batch_select_indices(sel)
+            mask, next_pos, tokens = mask.index_select(0, sel), next_pos.index_select(0, sel), tokens.index_select(0, sel)
+            active = [active[j] for j in keep]
+        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+        out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                    use_cache=True, **{cache_arg: cache})
+        logits = out.logits[:, -1].float()
+        next_pos = next_pos + 1
+
+
+def _bucket_rows(n: int) -> int:
+    size = 8
+    while size < n:
+        size *= 2
+    return size
+
+
+def _decode_static(host, rows, logits, prefix, mask, next_pos) -> None:
+    """Decode with a static KV cache and fixed shapes, so the step can be compiled (CUDA graphs).
+
+    Shapes are bucketed (rows to a power of two >= 8, cache length to a multiple of 256), so a
+    training run reuses a handful of compiled graphs. Finished and filler rows keep running
+    (their outputs are ignored): on a GPU that is cheaper than changing shapes.
+    """
+    import torch
+
+    device = host.device
+    dyn_cache, index = prefix
+    n_rows, width = len(rows), mask.shape[1]
+    batch = _bucket_rows(n_rows)
+    length = -(-(width + max(r.max_tokens for r in rows)) // 256) * 256
+    fill = torch.zeros(batch - n_rows, dtype=index.dtype, device=device)
+    full_index = torch.cat([index, fill])  # filler rows copy prompt 0
+    cache = host.static_cache(batch, length)
+    for static_layer, dyn_layer in zip(cache.layers, dyn_cache.layers):
+        keys, values = dyn_layer.keys.index_select(0, full_index), dyn_layer.values.index_select(0, full_index)
+        if not static_layer.is_initialized:
+            static_layer.lazy_initialization(keys, values)
+        static_layer.keys.zero_()
+        static_layer.values.zero_()
+        static_layer.keys[:, :, :width].copy_(keys)
+        static_layer.values[:, :, :width].copy_(values)
+        static_layer.cumulative_length.fill_(width)
+    full_mask = torch.ones((batch, length), dtype=mask.dtype, device=device)
+    full_mask[:n_rows, :width] = mask
+    full_mask[n_rows:, :width] = mask[:1]
+    positions = torch.cat([next_pos, next_pos[:1].expand(batch - n_rows)])[:, None].clone()
+    feed = torch.zeros((batch, 1), dtype=torch.long, device=device)
+    step = host.decode_step()
+    active = list(range(n_rows))
+    for _ in range(length - width):
+        keep, tokens = _advance(host, rows, active, logits)
+        if not keep:
+            return
+        feed[torch.tensor(active, device=device), 0] = tokens
+        active = [active[j] for j in keep]
+        logits = step(feed, positions, full_mask, cache)[torch.tensor(active, device=device)].float()
+        positions += 1
 
 
 def _cache_argument(host) -> str:

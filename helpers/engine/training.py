@@ -59,6 +59,9 @@ class LoraRun:
         self.started = False  # a training operation ran (load_state is refused after)
         self.steps = 0
         cfg = host.lora_config(layout.rank, layout.train_mlp, layout.train_attn, layout.train_unembed)
+        if host.device == "cuda" and not host.model.is_gradient_checkpointing:
+            # recompute each decoder layer in backward: activation memory ~ one layer, not all
+            host.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         host.add_adapter(self.name, cfg, seed)
         ensure_slot(host, layout)
         self.params = [p for n, p in host.peft.named_parameters() if f".{self.name}." in n]

@@ -2,9 +2,11 @@
 
 The corpus is ``<shared>/data/corpus/wiki.jsonl.gz`` in the Search-R1 / FlashRAG format
 (``{"id", "contents": '"Title"\\ntext'}``). ``build_index()`` tokenises it once (lower case,
-English stop words, Snowball stemmer), saves the bm25s index under ``DATA_DIR/index`` and
-skips itself while the corpus is unchanged. ``LocalIndex.search`` scores one query with a
-sparse dot product and takes the top k with ``argpartition``: about a millisecond a query.
+English stop words, Snowball stemmer), builds the bm25s index (method "lucene", k1=1.5, b=0.75)
+with vectorised numpy instead of bm25s's per-document loop (same scores, several times faster
+at a million passages), saves it under ``DATA_DIR/index`` and skips itself while the corpus is
+unchanged. ``LocalIndex.search`` scores one query with bm25s's sparse lookup and takes the top k
+with ``argpartition``: well under a millisecond a query on the course corpus.
 """
 
 from __future__ import annotations
@@ -67,12 +69,24 @@ def read_corpus(path: str | Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+_THREAD = threading.local()
+
+
 @lru_cache(maxsize=1)
-def _analyzer():
-    import Stemmer
+def _stopwords() -> frozenset[str]:
     from bm25s.tokenization import STOPWORDS_EN
 
-    return Stemmer.Stemmer("english"), frozenset(STOPWORDS_EN)
+    return frozenset(STOPWORDS_EN)
+
+
+def _analyzer():
+    """(stemmer, stop words); one stemmer per thread, PyStemmer objects are not thread-safe."""
+    stemmer = getattr(_THREAD, "stemmer", None)
+    if stemmer is None:
+        import Stemmer
+
+        stemmer = _THREAD.stemmer = Stemmer.Stemmer("english")
+    return stemmer, _stopwords()
 
 
 def analyze(text: str) -> list[str]:

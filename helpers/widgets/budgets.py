@@ -20,7 +20,7 @@ FAST = {
     "max_tool_response_tokens": 160,
     "max_trajectory_tokens": 1024,
     "temperature": 1.0,
-    "eval_questions": 2,
+    "eval_questions": 1,
     "sft_questions": 4,
     "sft_epochs": 1,
     "grpo_steps": 1,

@@ -26,7 +26,7 @@ function turnChip(turn, number) {
   const chip = node("span", `srt-turn srt-${turn.kind}`);
   chip.dataset.testid = "tree-turn";
   if (turn.kind === "tool") {
-    chip.appendChild(node("span", "srt-icon", "🔍"));
+    chip.appendChild(node("span", "srt-icon", "search:"));
     chip.appendChild(node("span", "srt-query", shorten(turn.query, 48)));
     const size = turn.observation_tokens === null ? "no obs" : `${turn.observation_tokens} tok`;
     chip.appendChild(node("span", "srt-obs" + (turn.cut ? " srt-cut" : ""), turn.cut ? `${size} ✂ cut` : size));

@@ -1,0 +1,182 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 13 · The train/inference mismatch and token-level importance sampling
+#
+# **What you will build.** Measurements of a gap every RL system for LLMs has: the engine that
+# *samples* the tokens ($\mu_\text{infer}$) and the engine that *trains* on them ($\pi_\text{train}$)
+# disagree about their probabilities, even with the very same weights. You will measure it on real
+# tokens, see where it comes from, and see what token-level importance sampling does with it.
+#
+# **What you need.** Datums and old log-probs (07), the importance-sampling loss (09).
+#
+# In notebook 09 the loss was `importance_sampling`: every sampled token $y_t$ is weighted by
+#
+# $$r_t(\theta) = \frac{\pi_\text{train}(y_t\mid y_{<t})}{\mu_\text{infer}(y_t\mid y_{<t})}
+#   = \exp\big(\log\pi_\text{train} - \log\mu_\text{infer}\big)$$
+#
+# and the trainer maximises $\frac1{|o|}\sum_t r_t\,\hat A_t$. On-policy, one would expect
+# $r_t = 1$. It is not, because the two engines compute differently: inference engines decode
+# with a KV cache in large dynamic batches, in bf16, with kernels whose reduction order depends on
+# the batch; trainers run one full-sequence forward, often in another precision. The seed reports
+# that at scale this gap alone can collapse training, that weighting each token by $r_t$ is enough to
+# prevent it in their setting, and that the KL between the two engines stays around $10^{-3}$ and
+# drifts slowly upward over a run.
+
+# %%
+import numpy as np
+import pandas as pd
+
+from helpers import config
+from helpers import mismatch as mm
+
+print("profile:", config.profile(), "| model:", config.default_model())
+
+# %% [markdown]
+# ## Source 1: the same weights, the same precision, two code paths
+#
+# The local engine samples with a KV cache, several rows at a time (notebook 05's rollout); its
+# trainer runs one forward over the whole trajectory. A fresh LoRA adapter starts as an exact
+# no-op, so the trainer below *is* the sampler's model. `measure_step` runs `forward` on the
+# Datums of the trajectories and lines up the trainer's log-prob of every sampled token with the
+# sampler's.
+
+# %%
+from helpers.data import load_examples
+from helpers.widgets import budgets
+from helpers.widgets.course import engine, recall, run_rollout
+
+values = budgets()
+rollout = recall("rollout_05") or list(run_rollout(load_examples("train", limit=values["questions"]), values))
+current = engine()
+trainer = current.service.create_lora_training_client(base_model=current.model, rank=8, seed=0)
+same, engine_new, engine_old = mm.measure_step(trainer, rollout)
+pd.Series({k: v for k, v in same.as_dict().items() if k != "ratio_quantiles"})
+
+# %% [markdown]
+# On a CPU in fp32 the two paths agree to about $10^{-6}$ in log-probability: the ratio is 1 to five
+# decimals. On a GPU, in bf16, batch-dependent kernels make this gap orders of magnitude larger.
+
+# %% [markdown]
+# ## Source 2: precision (bf16 sampler, fp32 trainer)
+#
+# The production pattern is a bf16 inference engine feeding an fp32 (or mixed-precision) trainer.
+# The same model, the same tokens — the trajectories above — scored once in bf16 and once in fp32:
+
+# %%
+import torch
+
+torch.set_num_threads(2)
+sequences = [t.turns[-1].prompt_tokens + t.turns[-1].completion_tokens for t in rollout[:2]]
+precision = mm.precision_mismatch(current.model, sequences, prompt_tokens=len(rollout[0].turns[0].prompt_tokens))
+stats = precision["stats"]
+pd.DataFrame([{k: v for k, v in s.as_dict().items() if k != "ratio_quantiles"} for s in (same, stats)],
+             index=["fp32 engine: decode vs forward", "bf16 vs fp32, same tokens"])
+
+# %%
+import matplotlib.pyplot as plt
+
+log_r = precision["trainer_logprobs"] - precision["sampler_logprobs"]
+fig, ax = plt.subplots(1, 2, figsize=(11, 3.4))
+ax[0].hist(log_r, bins=60, color="#457b9d")
+ax[0].set_title("log r_t, bf16 sampler vs fp32 trainer")
+ax[0].set_xlabel("log pi_train - log mu_infer")
+ax[1].scatter(-precision["sampler_logprobs"], np.abs(log_r), s=6, alpha=0.6)
+ax[1].set_xscale("symlog", linthresh=1e-2)
+ax[1].set_xlabel("- log mu_infer (token surprise)")
+ax[1].set_ylabel("|log r_t|")
+ax[1].set_title("which tokens disagree most")
+plt.tight_layout()
+
+# %% [markdown]
+# The bulk of tokens sit near $r=1$, but the tails reach well beyond $\pm10\%$: rare, high-surprise
+# tokens are where low precision hurts most — and in RL those are often the *informative* tokens
+# (an unusual query word, the answer itself).
+#
+# Two estimates of $\mathrm{KL}(\mu\,\|\,\pi)$ from tokens drawn from $\mu$:
+# $k_1=\mathrm{mean}(\log\mu-\log\pi)$ (unbiased, but a sample can make it negative) and
+# $k_3=\mathrm{mean}(r-1-\log r)$ (unbiased too, every term $\ge0$, lower variance). The seed's
+# "KL between train and inference" is this kind of number.
+
+# %% [markdown]
+# ## Token-level importance sampling with these numbers
+#
+# Give every token of a trajectory its trajectory's advantage (+1 for the first sequence, −1 for the
+# second, say). Without correction the objective treats the sampled tokens as if $\pi$ had produced
+# them; with it, a token the trainer finds *more* likely than the sampler did counts more, and vice
+# versa. Truncating the weight at $C$ (`min(r, C)`) bounds what a single odd token can do. Move the
+# sliders.
+
+# %%
+prompt_length = len(rollout[0].turns[0].prompt_tokens)
+lengths = [len(s) - prompt_length for s in sequences]  # scored tokens per sequence
+advantages = np.concatenate([np.full(n, sign) for n, sign in zip(lengths, (1.0, -1.0))])
+explorer = mm.is_weight_explorer(precision["trainer_logprobs"], precision["sampler_logprobs"], advantages)
+explorer
+
+# %% [markdown]
+# ## Over a training run
+#
+# `helpers.efficiency.reward_step` measures the mismatch at every step, before the update (the
+# weights the sampler used). A recorded run is plotted when `results/efficiency/` has one; otherwise
+# the short run of notebook 11 if it was run, otherwise this notebook's own measurement.
+
+# %%
+from helpers import efficiency as eff
+
+source = None
+for candidate in (config.RESULTS_DIR / "efficiency" / "gated", config.cache_dir() / "efficiency-demo" / "gated"):
+    rows = eff.load_metrics(candidate)
+    if rows and "mismatch/kl_k3" in rows[0]:
+        source = candidate
+        break
+if source is None:
+    history = mm.MismatchHistory()
+    history.add(0, engine_new, engine_old)
+    print("no run recorded yet: showing this notebook's measurement as step 0")
+else:
+    history = mm.MismatchHistory.from_metrics(rows)
+    print("from", source)
+history.plot()
+plt.tight_layout()
+pd.DataFrame(history.rows())[["step", "tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "p1", "p50", "p99"]]
+
+# %% [markdown]
+# ## Exercises
+#
+# The sampler gave three tokens log-probs `mm.EXERCISE_SAMPLER` = (−1.0, −0.5, −2.0); the trainer
+# gives them `mm.EXERCISE_TRAINER` = (−1.1, −0.5, −1.8).
+#
+# 1. The three importance ratios $r_t$.
+# 2. The $k_3$ estimate of the KL between sampler and trainer on these tokens.
+# 3. The truncated weights $\min(r_t, 1.1)$.
+
+# %%
+my_ratios = None
+my_k3 = None
+my_truncated = None
+mm.check_ratios(my_ratios)
+mm.check_k3(my_k3)
+mm.check_truncated(my_truncated)
+
+# %% [markdown]
+# ### Solution
+
+# %% tags=["solution"]
+ratios = mm.token_ratios(mm.EXERCISE_TRAINER, mm.EXERCISE_SAMPLER)
+mm.check_ratios(ratios)
+mm.check_k3(mm.kl_k3(mm.log_ratios(mm.EXERCISE_TRAINER, mm.EXERCISE_SAMPLER)))
+mm.check_truncated(mm.truncated_is_weights(ratios, cap=1.1))

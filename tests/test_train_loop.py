@@ -1,0 +1,144 @@
+"""The training loop with test doubles: step order, metrics JSONL, checkpoints, kill-and-resume."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import helpers.rollout as rollout_module
+from helpers.data import SearchExample
+from helpers.rollout import AssistantTurn, Trajectory
+from helpers.train import RunDir, TrainConfig, TrainingSession, batch_for_step, train
+
+EXAMPLES = [SearchExample(id=f"q{i}", question=f"question {i}?", answers=["a"], data_source="nq") for i in range(7)]
+
+
+class FakeTrainer:
+    """Records the call order; forward_backward returns the sampler logprobs as trainer logprobs."""
+
+    def __init__(self, log):
+        self.log = log
+        self.steps = 0
+
+    def save_weights_and_get_sampling_client(self):
+        self.log.append("sync")
+        return SimpleNamespace(version=self.steps)
+
+    def forward_backward(self, datums, loss_fn):
+        self.log.append(("fb", loss_fn, len(datums)))
+        outputs = [{"logprobs": d.loss_fn_inputs["logprobs"]} for d in datums]
+        return SimpleNamespace(loss_fn_outputs=outputs, metrics={"loss_sum": 1.0, "token_count": 3.0})
+
+    def optim_step(self, adam):
+        self.steps += 1
+        self.log.append("optim")
+        return SimpleNamespace(result=lambda: None)
+
+    def save_state(self, name):
+        self.log.append(("save", name))
+        return SimpleNamespace(path=f"fake://{name}")
+
+    def save_weights_for_sampler(self, name):
+        return SimpleNamespace(path=f"fake://{name}")
+
+    def load_state_with_optimizer(self, path):
+        self.log.append(("load", path))
+
+
+def fake_rollout(calls, crash_at=None):
+    def rollout_batch(sampling_client, tokenizer, search_client, examples, config, progress=False):
+        step = len(calls)
+        if crash_at is not None and step == crash_at:
+            raise KeyboardInterrupt("killed mid-step")
+        calls.append([e.id for e in examples])
+        out = []
+        for qi, example in enumerate(examples):
+            for g in range(config.group_size):
+                turn = AssistantTurn(prompt_tokens=[1, 2, 3], completion_tokens=[4, 5], logprobs=[-0.5, -0.25], text="")
+                t = Trajectory(example=example, group_index=g, messages=[], question_index=qi, turns=[turn])
+                t.reward = float(g == 0 and qi == 0)  # question 0 learns, the others are degenerate
+                t.exact_match = t.reward == 1.0
+                t.valid_format = True
+                t.search_calls = g
+                out.append(t)
+        rollout_module.assign_group_advantages(out)
+        return out
+
+    return rollout_batch
+
+
+def session_for(tmp_path, log, config):
+    run = RunDir(config.out)
+    last = run.last_checkpoint()
+    trainer = FakeTrainer(log)
+    start = 0
+    if last:
+        trainer.load_state_with_optimizer(last["path"])
+        start = last["step"]
+    run.keep_metrics_before(start)
+    return TrainingSession(config, None, trainer, None, None, EXAMPLES, run, start)
+
+
+def test_step_order_metrics_and_kill_resume(tmp_path, monkeypatch):
+    config = TrainConfig(max_steps=5, questions_per_batch=3, group_size=2, save_every=2, out=str(tmp_path / "run"))
+
+    # Uninterrupted reference run: which questions each step sees.
+    reference_calls: list = []
+    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout(reference_calls))
+    ref_log: list = []
+    ref_config = TrainConfig(**{**config.__dict__, "out": str(tmp_path / "ref")})
+    summary = train(ref_config, session=session_for(tmp_path, ref_log, ref_config), progress=False)
+    assert summary["finished"] and summary["steps_done"] == 5
+    assert reference_calls == [[e.id for e in batch_for_step(EXAMPLES, s, 3, config.seed)] for s in range(5)]
+    # The seed's order, every step: sync weights -> forward_backward(importance_sampling)... -> one optim_step.
+    first_step = ref_log[: ref_log.index("optim") + 1]
+    assert first_step[0] == "sync" and first_step[-1] == "optim"
+    assert all(item[1] == "importance_sampling" for item in first_step[1:-1])
+    assert ref_log.count("optim") == 5
+
+    # Killed during step 3 (0-based). save_every=2: the last checkpoint holds steps 0-1; step 2 finished unsaved.
+    calls: list = []
+    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout(calls, crash_at=3))
+    log: list = []
+    with pytest.raises(KeyboardInterrupt):
+        train(config, session=session_for(tmp_path, log, config), progress=False)
+    run = RunDir(config.out)
+    assert run.last_checkpoint()["step"] == 2
+    assert [row["step"] for row in run.read_jsonl(run.metrics)] == [0, 1, 2]  # step 2 ran, not checkpointed
+
+    # Resume in a "new process": starts from the step-2 checkpoint, replays step 2, same questions.
+    resumed_calls: list = []
+    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout(resumed_calls))
+    log2: list = []
+    summary = train(config, session=session_for(tmp_path, log2, config), progress=False)
+    assert ("load", "fake://run-step00002") in log2
+    assert resumed_calls == reference_calls[2:]
+    rows = run.read_jsonl(run.metrics)
+    assert [row["step"] for row in rows] == [0, 1, 2, 3, 4]  # each step logged exactly once
+    assert summary["finished"] and summary["steps_done"] == 5
+
+
+def test_metrics_row_has_the_seed_fields(tmp_path, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout(calls))
+    seen: list = []
+    config = TrainConfig(max_steps=1, questions_per_batch=2, group_size=4, save_every=0, out=str(tmp_path / "m"))
+    train(config, on_step=seen.append, session=session_for(tmp_path, [], config), progress=False)
+    row = json.loads((tmp_path / "m" / "metrics.jsonl").read_text().splitlines()[0])
+    assert seen and seen[0]["step"] == row["step"] == 0
+    for key in ("exact_match", "valid_format_rate", "search_calls_mean", "no_search_share", "failed_searches",
+                "search_timeouts", "truncated_observations", "trajectory_tokens_mean", "trained_tokens",
+                "degenerate_group_share", "time_rollout", "time_search", "time_training",
+                "kl_sampler_trainer_k1", "kl_sampler_trainer_k3"):
+        assert key in row, key
+    # Question 0 has rewards [1, 0, 0, 0]; question 1 is degenerate: half the groups.
+    assert row["degenerate_group_share"] == 0.5
+    assert row["datums"] == 4 and row["trained_tokens"] == 4 * 2
+    assert row["exact_match"] == pytest.approx(1 / 8)
+    assert row["no_search_share"] == pytest.approx(2 / 8)
+    # Trainer logprobs equal sampler logprobs in the double: the KL must read 0.
+    assert row["kl_sampler_trainer_k1"] == pytest.approx(0.0, abs=1e-7)
+    assert row["kl_sampler_trainer_k3"] == pytest.approx(0.0, abs=1e-7)
