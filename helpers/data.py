@@ -17,10 +17,20 @@ Formats read:
   ``prompt`` (chat list), ``reward_model.ground_truth.target``, ``extra_info.index``,
   usually with the original ``id`` / ``question`` / ``golden_answers`` kept -> ``read_search_r1_parquet``
 
-Splits (``prepare_data``): per dataset, shuffled with a fixed seed, then cut into
-test / validation / train. HotpotQA *fullwiki* rows are never trained on: only about 62 % of
-their answers are in the offline corpus, so they form their own hard evaluation split
-``fullwiki`` (``data_source="hotpotqa_fullwiki"``, ``metadata.answer_in_corpus`` per row).
+Splits (``prepare_data``): per dataset, sorted by id, shuffled with a fixed seed, then cut into
+test / validation / train; each split file then mixes the datasets in a fixed order, so that
+``load_examples("train", limit=8)`` takes both:
+
+    nq (2,355)                test 500 · validation 200 · train 1,655
+    hotpotqa distractor (400) test 100 · validation  50 · train   250
+    hotpotqa fullwiki (458)   split "fullwiki" only, data_source "hotpotqa_fullwiki"
+
+Every distractor question has both supporting passages in the offline corpus, so a reward of 0
+on them is the policy's fault; fullwiki questions were selected without that guarantee (their
+gold passages are often missing), which makes them a hard held-out set and a noisy training
+signal. They are never trained on; ``metadata.answer_in_corpus`` says whether some answer string
+occurs anywhere in the corpus (386 of 458: present is not the same as retrievable).
+A summary with the sizes and dropped counts is written to ``DATA_DIR/splits.json``.
 
 Getting the data yourself (``python -m helpers.data download --out DIR``), official files:
 - NQ-open dev: https://raw.githubusercontent.com/google-research-datasets/natural-questions/master/nq_open/NQ-open.dev.jsonl
@@ -265,10 +275,13 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def answers_in_corpus(rows: list[dict], corpus_path: Path) -> list[bool]:
-    """Whether any answer string occurs (case-insensitively) in some passage."""
+    """Whether some answer occurs in some passage (normalised, whole words, as the reward compares)."""
+    from helpers.search.quality import normalize
+
     with _open_text(corpus_path) as handle:
-        text = "\n".join(json.loads(line)["contents"].lower() for line in handle if line.strip())
-    return [any(answer.lower() in text for answer in row["answers"]) for row in rows]
+        text = " \n ".join(normalize(json.loads(line)["contents"]) for line in handle if line.strip())
+    haystack = f" {text} "
+    return [any(f" {normalize(a)} " in haystack for a in row["answers"] if normalize(a)) for row in rows]
 
 
 def prepare_data(shared: str | Path | None = None, out_dir: str | Path | None = None,
@@ -333,7 +346,8 @@ def prepare_data(shared: str | Path | None = None, out_dir: str | Path | None = 
             bool(r.get("metadata", {}).get("answer_in_corpus")) for r in fullwiki.rows),
     }
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"    splits written to {out}")
+    print(f"    splits written to {out} (fullwiki: {summary['fullwiki_answer_in_corpus']} of "
+          f"{len(fullwiki.rows)} answers occur in the corpus)")
     for dataset, parts in sizes.items():
         print(f"    {dataset:18s} " + ", ".join(f"{k} {v}" for k, v in parts.items())
               + f" (dropped {dropped[dataset]})")

@@ -39,7 +39,7 @@ ADAPTER_LIMIT_BYTES = 20 * 1024 * 1024
 # Budgets shared by GRPO and every evaluation, so the comparison is like for like.
 _H200_BUDGETS = dict(max_search_calls=3, max_assistant_turns=4, max_assistant_tokens=256,
                      max_tool_response_tokens=768, max_trajectory_tokens=4096)
-_CPU_BUDGETS = dict(max_search_calls=2, max_assistant_turns=3, max_assistant_tokens=40,
+_CPU_BUDGETS = dict(max_search_calls=1, max_assistant_turns=2, max_assistant_tokens=24,
                     max_tool_response_tokens=400, max_trajectory_tokens=2048)
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
@@ -48,7 +48,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "common": {"model": "qwen2.5-0.5b", "lora_rank": 16},
         "sft": dict(limit=800, epochs=2, batch_size=16, learning_rate=2e-4, micro_batch_datums=16,
                     micro_batch_tokens=32768, max_tool_response_tokens=768),
-        "grpo": dict(max_steps=40, questions_per_batch=16, group_size=8, learning_rate=4e-5, save_every=5,
+        "grpo": dict(max_steps=40, questions_per_batch=16, group_size=8, learning_rate=1e-4, save_every=5,
                      temperature=1.0, micro_batch_datums=32, micro_batch_tokens=65536, search_concurrency=16,
                      **_H200_BUDGETS),
         "eval": dict(split="test", limit=None, batch_size=200, temperature=0.0, search_concurrency=16, **_H200_BUDGETS),
@@ -57,11 +57,11 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Same script on CPU with the 135M model and tiny budgets: proves the plumbing, not the learning.
     "cpu-dry": {
         "common": {"model": "smollm2-135m", "lora_rank": 8},
-        "sft": dict(limit=6, epochs=1, batch_size=3, learning_rate=2e-4, micro_batch_datums=3,
+        "sft": dict(limit=2, epochs=1, batch_size=2, learning_rate=2e-4, micro_batch_datums=2,
                     micro_batch_tokens=8192, max_tool_response_tokens=400),
-        "grpo": dict(max_steps=2, questions_per_batch=2, group_size=2, learning_rate=5e-5, save_every=1,
+        "grpo": dict(max_steps=1, questions_per_batch=1, group_size=2, learning_rate=1e-4, save_every=1,
                      micro_batch_datums=2, micro_batch_tokens=8192, search_concurrency=2, **_CPU_BUDGETS),
-        "eval": dict(split="test", limit=3, batch_size=3, temperature=0.0, search_concurrency=2, **_CPU_BUDGETS),
+        "eval": dict(split="test", limit=2, batch_size=2, temperature=0.0, search_concurrency=2, **_CPU_BUDGETS),
         "run": dict(grpo_minutes=10.0),
     },
 }

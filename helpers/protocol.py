@@ -190,8 +190,6 @@ def _query_from_json(body: str) -> tuple[str | None, str | None]:
             return None, "tool arguments are not valid JSON"
     if not isinstance(arguments, dict) or not isinstance(arguments.get("query"), str):
         return None, "tool call has no string argument 'query'"
-    if set(arguments) != {"query"}:
-        return None, "tool call has arguments other than 'query'"
     return arguments["query"], None
 
 

@@ -166,8 +166,8 @@ class RolloutStats:
     failed_searches: int = 0
     truncated_observations: int = 0
     degenerate_groups: int = 0
-    sampling_seconds: float = 0.0
-    search_seconds: float = 0.0
+    sampling_seconds: float = 0.0  # wall time waiting for the sampler
+    search_seconds: float = 0.0  # wall time of the searches plus fitting their observations
     total_seconds: float = 0.0
     mean_reward: float = 0.0
     exact_match_rate: float = 0.0
@@ -423,14 +423,21 @@ def finish_search(pending: PendingSearch, result: SearchResult, tokenizer: Any, 
 
 
 def resolve_searches(
-    pending_searches: list[PendingSearch], search_client: Any, tokenizer: Any, config: RolloutConfig
+    pending_searches: list[PendingSearch], search_client: Any, tokenizer: Any, config: RolloutConfig, on_done=None
 ) -> int:
     """Run all searches of a turn in a pool, match results back in order; return branches ended."""
     if not pending_searches:
         return 0
+
+    def one(pending: PendingSearch) -> SearchResult:
+        result = _safe_search(search_client, pending.query)
+        if on_done is not None:
+            on_done()
+        return result
+
     workers = max(1, min(config.search_concurrency, len(pending_searches)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(lambda p: _safe_search(search_client, p.query), pending_searches))
+        results = list(pool.map(one, pending_searches))
     return sum(
         finish_search(pending, result, tokenizer, config)
         for pending, result in zip(pending_searches, results, strict=True)
@@ -584,9 +591,9 @@ def rollout_batch(
     if config.group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {config.group_size}")
     started = time.perf_counter()
+    examples = [_as_example(ex) for ex in examples]
     stats = RolloutStats(questions=len(examples))
     family = template_family(tokenizer)
-    examples = [_as_example(ex) for ex in examples]
     roots = [
         Trajectory(example=ex, group_index=0, question_index=qi,
                    messages=build_messages(ex.question, config.search_budget, family))
@@ -612,9 +619,8 @@ def rollout_batch(
             return
         bar = _progress(len(pending), f"turn {turn + 1}: searching", progress)
         t0 = time.perf_counter()
-        resolve_searches(pending, search_client, tokenizer, config)
+        resolve_searches(pending, search_client, tokenizer, config, on_done=lambda: bar.update(1))
         stats.search_seconds += time.perf_counter() - t0
-        bar.update(len(pending))
         bar.close()
 
     with _LoopThread() as runner:

@@ -275,7 +275,6 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
         "no_search_share": share(lambda t: t.search_calls == 0),
         "multi_search_share": share(lambda t: t.search_calls >= 2),
         "failed_searches": total("failed_searches"),
-        "search_timeouts": total("search_timeouts"),
         "truncated_observations": total("truncated_observations"),
         "assistant_turns_mean": sum(len(t.turns) for t in trajectories) / n,
         "trajectory_tokens_mean": float(np.mean(lengths)) if lengths else 0.0,
@@ -471,7 +470,10 @@ def optimise(
             if isinstance(value, (int, float)):
                 trainer[f"trainer/{key}"] = trainer.get(f"trainer/{key}", 0.0) + float(value)
     if micro_batches:
-        _result(training_client.optim_step(adam_params))
+        step_output = _result(training_client.optim_step(adam_params))
+        for key, value in (getattr(step_output, "metrics", None) or {}).items():
+            if key == "grad_norm":  # before clipping: spikes flag an unstable update
+                trainer["grad_norm"] = float(value)
     trained = sum(int(np.count_nonzero(d.loss_fn_inputs["advantages"].to_numpy())) for d in sent)
     real = sum(item.length for item in datums)
     padded = sum(padded_tokens(batch) for batch in micro_batches)
@@ -528,7 +530,7 @@ def train_step(
         **update,
         "search_requests": stats_after.get("requests", 0) - stats_before.get("requests", 0),
         "search_errors": stats_after.get("errors", 0) - stats_before.get("errors", 0),
-        "search_timeouts_backend": stats_after.get("timeouts", 0) - stats_before.get("timeouts", 0),
+        "search_timeouts": stats_after.get("timeouts", 0) - stats_before.get("timeouts", 0),
         # Searches run concurrently, so this is summed latency, not wall time.
         "time_search_latency_sum": stats_after.get("total_latency", 0.0) - stats_before.get("total_latency", 0.0),
         "time_sync_weights": synced - started,

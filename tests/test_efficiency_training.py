@@ -146,3 +146,17 @@ def test_reference_lengths_are_sampled_once_per_question(tokenizer):
     assert sampler.calls == calls  # cached
     assert len(first[0]) == 4 and again[1] == first[0]
     assert first[0][3] > first[0][1]  # the branch that searched three times wrote more
+
+
+def test_compare_command_runs_each_reward_into_its_own_folder(monkeypatch, tmp_path):
+    seen = []
+
+    def fake_train(config, reward, *, efficiency, length_reference):
+        seen.append((reward, config.out, config.max_steps, efficiency.lambda_tool, length_reference))
+        return {"reward": reward}
+
+    monkeypatch.setattr(eff, "train_with_reward", fake_train)
+    eff.main(["compare", "--max-steps", "3", "--out", str(tmp_path), "--lambda-tool", "0.3",
+              "--length-reference", "initial"])
+    assert seen == [("exact_match", str(tmp_path / "exact_match"), 3, 0.3, "initial"),
+                    ("gated", str(tmp_path / "gated"), 3, 0.3, "initial")]

@@ -78,8 +78,10 @@ def test_family_restricts_the_accepted_format():
     assert parse_assistant(XML_CALL, family="json").kind == "invalid"
 
 
-def test_double_encoded_arguments_are_accepted():
+def test_double_encoded_or_extra_arguments_are_accepted():
     body = json.dumps({"name": "search", "arguments": json.dumps({"query": "Lyon"})})
+    assert parse_assistant(f"<tool_call>{body}</tool_call>").query == "Lyon"
+    body = json.dumps({"name": "search", "arguments": {"query": "Lyon", "top_k": 3}})
     assert parse_assistant(f"<tool_call>{body}</tool_call>").query == "Lyon"
 
 

@@ -160,11 +160,16 @@ def test_the_trajectory_budget_bounds_prompt_plus_sampling(tokenizer):
     assert any(t.end_reason in {"observation_budget", "context_budget"} for t in batch)
 
 
-def test_sampling_requests_of_a_turn_run_concurrently(tokenizer):
+def test_sampling_requests_and_searches_of_a_turn_run_concurrently(tokenizer):
     sampler = ScriptedSamplingClient(tokenizer, plan_script, delay=0.05)
-    rollout_batch(sampler, tokenizer, FakeSearchClient(), EXAMPLES, RolloutConfig(group_size=4, max_search_calls=2),
+    search = FakeSearchClient(delay=0.05)
+    rollout_batch(sampler, tokenizer, search, EXAMPLES, RolloutConfig(group_size=4, max_search_calls=2),
                   progress=False)
-    assert sampler.max_concurrent >= 2
+    assert sampler.max_concurrent >= 2 and search.max_concurrent >= 2
+    serial = FakeSearchClient(delay=0.05)
+    rollout_batch(ScriptedSamplingClient(tokenizer, plan_script), tokenizer, serial, EXAMPLES,
+                  RolloutConfig(group_size=4, max_search_calls=2, search_concurrency=1), progress=False)
+    assert serial.max_concurrent == 1
 
 
 def test_it_runs_inside_a_running_event_loop(tokenizer):

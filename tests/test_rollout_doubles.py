@@ -86,12 +86,17 @@ class FakeSearchClient:
         self.explode = set(explode)
         self.delay = delay
         self.queries: list[str] = []
+        self.concurrent = self.max_concurrent = 0
         self._lock = threading.Lock()
 
     def search(self, query: str) -> SearchResult:
         with self._lock:
             self.queries.append(query)
+            self.concurrent += 1
+            self.max_concurrent = max(self.max_concurrent, self.concurrent)
         time.sleep(self.delay)
+        with self._lock:
+            self.concurrent -= 1
         if query in self.explode:
             raise ConnectionError("https://api.example/search?key=sk-SECRET exploded")
         if query in self.fail:

@@ -185,3 +185,23 @@ def test_numpy_builder_scores_exactly_like_bm25s(rows):
         got = ours.get_scores_from_ids([ours.vocab_dict[t] for t in tokens if t in ours.vocab_dict])
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         assert got.max() > 0
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=3000), st.integers(min_value=2, max_value=1500))
+def test_cut_never_exceeds_the_limit(text, limit):
+    out = cut(text, limit)
+    assert len(out) <= limit
+    assert out == text.strip() or out.endswith("…")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200), st.text(max_size=500), st.one_of(st.none(), st.text(max_size=50)))
+def test_format_item_always_four_lines_at_most_with_one_line_fields(title, content, source):
+    text = format_item(3, SearchItem(title=title, content=content, source=source, url=None))
+    lines = text.split("\n")
+    assert lines[0].startswith("[3] Title: ") and lines[1].startswith("    Content: ")
+    assert len(lines) == 2 + bool(" ".join((source or "").split()))

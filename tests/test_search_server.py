@@ -137,3 +137,16 @@ def test_command_line_server(tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
     assert "serving 9 passages" in proc.stdout.read()
+
+
+def test_search_command_line(index, capsys, monkeypatch):
+    from helpers.search import __main__ as cli
+
+    with RetrievalServer(index) as server:
+        assert cli.main(["river", "through", "paris", "--backend", "retriever", "--url", server.url]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("[1] Title: Paris") and "ok=True" in err
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    monkeypatch.setattr("helpers.search.deepseek.env_value", lambda name, env_path=None: None)
+    assert cli.main(["q", "--backend", "deepseek"]) == 2
+    assert "DEEPSEEK_API_KEY" in capsys.readouterr().err

@@ -7,7 +7,9 @@ positions. Under autograd each chunk is checkpointed, so only one chunk's logits
 
 from __future__ import annotations
 
-LOGITS_CHUNK_BYTES = 1 << 30  # fp32 logits held at once: [rows, chunk positions, vocab] <= 1 GiB
+# fp32 logits held at once, [rows, chunk positions, vocab]: 1 GiB on a GPU, 128 MiB elsewhere
+LOGITS_CHUNK_BYTES = {"cuda": 1 << 30}
+DEFAULT_CHUNK_BYTES = 1 << 27
 
 
 def _causal_lm(model):
@@ -23,7 +25,7 @@ def _chunk_logprobs(head, hidden, targets):
     return out.masked_fill(targets < 0, 0.0)
 
 
-def sequence_logprobs(model, input_ids, attention_mask, targets, chunk_bytes: int = LOGITS_CHUNK_BYTES):
+def sequence_logprobs(model, input_ids, attention_mask, targets, chunk_bytes: int | None = None):
     """log p(targets[b, t] | input_ids[b, :t+1]) as fp32 [B, T]; 0 where targets < 0 (ignored).
 
     Right padding is expected (positions follow the attention mask).
@@ -38,7 +40,8 @@ def sequence_logprobs(model, input_ids, attention_mask, targets, chunk_bytes: in
     ).last_hidden_state
     head = lm.get_output_embeddings()
     rows, vocab = hidden.shape[0], getattr(head, "out_features", None) or lm.config.vocab_size
-    chunk = max(1, chunk_bytes // (rows * vocab * 4))
+    budget = chunk_bytes or LOGITS_CHUNK_BYTES.get(hidden.device.type, DEFAULT_CHUNK_BYTES)
+    chunk = max(1, budget // (rows * vocab * 4))
     pieces = []
     for start in range(0, hidden.shape[1], chunk):
         h = hidden[:, start:start + chunk]

@@ -45,7 +45,7 @@ class LoraLayout:
 
 def tokens_per_micro_batch(device: str) -> int:
     """Padded tokens per internal micro-batch (bounds activation memory, not the maths)."""
-    return 32768 if device == "cuda" else 4096
+    return 32768 if device == "cuda" else 2048
 
 
 class LoraRun:
@@ -59,9 +59,7 @@ class LoraRun:
         self.started = False  # a training operation ran (load_state is refused after)
         self.steps = 0
         cfg = host.lora_config(layout.rank, layout.train_mlp, layout.train_attn, layout.train_unembed)
-        if host.device == "cuda" and not host.model.is_gradient_checkpointing:
-            # recompute each decoder layer in backward: activation memory ~ one layer, not all
-            host.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        _enable_activation_checkpointing(host.model)
         host.add_adapter(self.name, cfg, seed)
         ensure_slot(host, layout)
         self.params = [p for n, p in host.peft.named_parameters() if f".{self.name}." in n]
@@ -90,7 +88,7 @@ class LoraRun:
         for batch in _pack(prepared, budget):
             tensors = _collate([prepared[i] for i in batch], host.device)
             model = host.peft
-            if backward and host.device == "cuda":
+            if backward:
                 model.train()  # enables gradient checkpointing of the decoder layers
             try:
                 with torch.set_grad_enabled(backward):
@@ -170,6 +168,15 @@ class LoraRun:
             self.optimizer = torch.optim.AdamW(self.params, lr=1e-4)
             self.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=self.host.device))
         self.started = True
+
+
+def _enable_activation_checkpointing(model) -> None:
+    """Recompute each decoder layer in backward: activation memory ~ one layer, not all of them."""
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x
+        if not model.is_activation_checkpointing:
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    elif not model.is_gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def ensure_slot(host: ModelHost, layout: LoraLayout) -> str:

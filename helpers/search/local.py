@@ -163,10 +163,10 @@ def bm25_from_ids(ids, lengths, vocab: dict[str, int], k1: float = 1.5, b: float
     vocab = dict(vocab)
     vocab.setdefault("", len(vocab))  # bm25s's empty token, so empty queries still score
     n_docs, n_vocab = len(lengths), len(vocab)
-    doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
     # sort by (term, document): the CSC order; counts of equal pairs are the term frequencies
-    keys = ids.astype(np.int64) * n_docs + doc_of
-    del doc_of
+    keys = ids.astype(np.int64)
+    keys *= n_docs
+    keys += np.repeat(np.arange(n_docs, dtype=np.int32), lengths)  # the document of each token
     keys.sort(kind="stable")
     boundary = np.empty(len(keys), dtype=bool)
     if len(keys):
@@ -208,8 +208,6 @@ def _fingerprint(path: Path) -> dict:
 def build_index(corpus: str | Path | None = None, index_dir: str | Path | None = None,
                 force: bool = False, show_progress: bool = True) -> Path:
     """Tokenise and index the corpus once; a later call with the same corpus returns at once."""
-    import bm25s
-
     corpus = Path(corpus) if corpus else corpus_path()
     index_dir = Path(index_dir) if index_dir else default_index_dir()
     if not corpus.exists():

@@ -1,0 +1,47 @@
+"""Summaries, comparisons, tables and plots of evaluation rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.analyse import ALL, compare, format_comparison, format_table, plot_eval, plot_training, summarise
+
+
+def row(qid, source, em, lenient, fmt, calls, failed=0):
+    return {"id": qid, "data_source": source, "exact_match": em, "lenient_match": lenient, "valid_format": fmt,
+            "search_calls": calls, "failed_searches": failed, "reward": 1.0 if em else (0.0 if fmt else -0.1),
+            "sampled_tokens": 10, "trajectory_tokens": 100, "truncated_observations": 0}
+
+
+A = [row("1", "nq", True, True, True, 1), row("2", "nq", False, True, True, 0),
+     row("3", "hotpotqa", False, False, False, 1, failed=1), row("4", "hotpotqa", True, True, True, 2)]
+B = [row("1", "nq", True, True, True, 1), row("2", "nq", True, True, True, 1),
+     row("3", "hotpotqa", True, True, True, 2), row("4", "hotpotqa", False, True, True, 2)]
+
+
+def test_summarise_by_source():
+    s = summarise(A)
+    assert set(s) == {"nq", "hotpotqa", ALL}
+    assert s[ALL]["n"] == 4 and s[ALL]["em_strict"] == 0.5 and s[ALL]["em_lenient"] == 0.75
+    assert s["nq"]["no_search_share"] == 0.5 and s["hotpotqa"]["multi_search_share"] == 0.5
+    assert s[ALL]["format_rate"] == 0.75 and s[ALL]["search_calls_mean"] == 1.0
+    assert s[ALL]["failed_search_rate"] == pytest.approx(1 / 4)
+
+
+def test_compare_counts_paired_wins():
+    c = compare(A, B, ("sft", "grpo"))
+    assert c[ALL]["delta_em_strict"] == pytest.approx(0.25)
+    assert (c[ALL]["paired"], c[ALL]["a_only"], c[ALL]["b_only"]) == (4, 1, 2)
+    assert (c["hotpotqa"]["a_only"], c["hotpotqa"]["b_only"]) == (1, 1)
+    text = format_comparison(c, ("sft", "grpo"))
+    assert "+0.250" in text and text.count("\n") == 4
+
+
+def test_table_and_plots(tmp_path):
+    table = format_table({"sft": summarise(A), "grpo": summarise(B)})
+    assert table.count("\n") == 1 + 6 and "| grpo | all | 4 | 0.750 |" in table
+    metrics = [{"step": i, "reward_mean": 0.1 * i, "exact_match": 0.1 * i, "valid_format_rate": 1.0,
+                "degenerate_group_share": 0.2, "search_calls_mean": 1.0, "multi_search_share": 0.1,
+                "kl_sampler_trainer_k3": 0.001} for i in range(4)]
+    assert plot_training(metrics, tmp_path / "t.png").stat().st_size > 1000
+    assert plot_eval({"sft": summarise(A), "grpo": summarise(B)}, tmp_path / "e.png").stat().st_size > 1000

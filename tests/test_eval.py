@@ -1,0 +1,72 @@
+"""Evaluation rows and baselines' prompts (no model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.data import SearchExample
+from helpers.eval import EvalConfig, evaluate, lenient_match, single_turn_messages, trajectory_row
+from helpers.rollout import AssistantTurn, SearchRecord, Trajectory
+from helpers.search.types import SearchItem, SearchResult, SearchStats
+
+EXAMPLE = SearchExample(id="q", question="Who wrote Hamlet?", answers=["William Shakespeare", "Shakespeare"],
+                        data_source="nq")
+
+
+def test_lenient_match_is_normalised_and_word_bounded():
+    assert lenient_match("I think it was the great W. Shakespeare.", EXAMPLE.answers)
+    assert lenient_match("answer: SHAKESPEARE!", EXAMPLE.answers)
+    assert not lenient_match("Shakespeareana is a genre", EXAMPLE.answers)
+    assert not lenient_match("", EXAMPLE.answers)
+
+
+def test_eval_config_uses_one_trajectory_per_question_and_the_same_budgets():
+    config = EvalConfig(max_search_calls=3, max_assistant_turns=4, max_trajectory_tokens=2048, search_budget=2)
+    rollout = config.rollout_config()
+    assert rollout.group_size == 1
+    assert (rollout.max_search_calls, rollout.max_assistant_turns, rollout.max_trajectory_tokens) == (3, 4, 2048)
+    assert rollout.search_budget == 2
+    assert config.resolved_label() == "agent"
+    assert EvalConfig(model_path="/x/sft/sampler").resolved_label() == "agent:sampler"
+
+
+def test_trajectory_row_reports_strict_and_lenient():
+    turn = AssistantTurn(prompt_tokens=[1] * 10, completion_tokens=[2] * 5, logprobs=[-1.0] * 5, text="")
+    t = Trajectory(example=EXAMPLE, group_index=0, messages=[], turns=[turn, turn])
+    t.turns = [turn, AssistantTurn(prompt_tokens=[1] * 30, completion_tokens=[3] * 4, logprobs=[-1.0] * 4, text="")]
+    t.final_text = "It is Shakespeare, I believe."
+    t.search_calls = 1
+    t.searches = [SearchRecord(turn_index=0, call_id="c", query="hamlet author", ok=True, error=None, latency=0.1,
+                               items_returned=3)]
+    row = trajectory_row(t, "agent", "base")
+    assert row["exact_match"] is False and row["lenient_match"] is True and row["valid_format"] is False
+    assert row["queries"] == ["hamlet author"] and row["sampled_tokens"] == 9 and row["trajectory_tokens"] == 34
+    assert row["data_source"] == "nq" and row["label"] == "base"
+
+
+class OneSearch:
+    def __init__(self):
+        self.stats = SearchStats()
+        self.queries = []
+
+    def search(self, query):
+        self.queries.append(query)
+        return SearchResult(ok=True, items=[SearchItem(title="Hamlet", content="A play by William Shakespeare.")],
+                            latency=0.0)
+
+
+def test_closed_book_has_no_evidence_and_rag_retrieves_the_question_once():
+    messages, results = single_turn_messages(EXAMPLE, "closed_book")
+    assert results == [] and "Evidence" not in messages[-1]["content"] and "Answer:" in messages[0]["content"]
+    search = OneSearch()
+    messages, results = single_turn_messages(EXAMPLE, "rag", search)
+    assert search.queries == ["Who wrote Hamlet?"] and len(results) == 1
+    assert "A play by William Shakespeare." in messages[-1]["content"]
+    assert messages[-1]["content"].endswith("Question: Who wrote Hamlet?")
+
+
+def test_evaluate_rejects_bad_modes():
+    with pytest.raises(ValueError, match="mode"):
+        evaluate(EvalConfig(mode="oracle"), sampling_client=object(), examples=[])
+    with pytest.raises(ValueError, match="model_path"):
+        evaluate(EvalConfig(mode="rag", model_path="x"), sampling_client=object(), examples=[])

@@ -1,0 +1,93 @@
+"""The experiment entry point: presets, overrides, the report stage and the adapter export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers.experiment import EVALS, PRESETS, main, make_plan, stage_report
+
+
+def test_presets_share_budgets_between_grpo_and_eval():
+    for name in PRESETS:
+        plan = make_plan(name, f"/tmp/x-{name}")
+        for field in ("max_search_calls", "max_assistant_turns", "max_assistant_tokens",
+                      "max_tool_response_tokens", "max_trajectory_tokens"):
+            assert getattr(plan.grpo, field) == getattr(plan.eval, field), (name, field)
+        assert plan.grpo.model == plan.sft.model == plan.eval.model
+        assert plan.sft.split == "train" and plan.grpo.split == "train" and plan.eval.split == "test"
+        assert plan.grpo.max_trajectory_tokens <= 8192
+    h200 = make_plan("h200", "results/h200")
+    assert h200.grpo.model == "qwen2.5-0.5b" and h200.work == Path("runs/h200")
+    assert h200.grpo.questions_per_batch * h200.grpo.group_size == 128
+
+
+def test_overrides_are_typed_and_checked():
+    plan = make_plan("h200", "o", overrides=["grpo.learning_rate=3e-5", "eval.limit=100", "sft.epochs=3",
+                                               "grpo.resume=false", "eval.limit=none"])
+    assert plan.grpo.learning_rate == 3e-5 and plan.sft.epochs == 3 and plan.grpo.resume is False
+    assert plan.eval.limit is None
+    with pytest.raises(SystemExit, match="no field"):
+        make_plan("h200", "o", overrides=["grpo.lr=1"])
+    with pytest.raises(SystemExit, match="lora_rank"):
+        make_plan("h200", "o", overrides=["grpo.lora_rank=8"])
+
+
+def _jsonl(path: Path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _eval_rows(em_pattern):
+    return [{"id": str(i), "data_source": "nq" if i % 2 else "hotpotqa", "exact_match": em,
+             "lenient_match": em, "valid_format": True, "search_calls": 1 + (i % 2), "reward": float(em),
+             "sampled_tokens": 20, "trajectory_tokens": 900, "failed_searches": 0, "truncated_observations": 0}
+            for i, em in enumerate(em_pattern)]
+
+
+def test_report_collects_metrics_tables_plots_and_a_small_adapter(tmp_path):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    plan = make_plan("cpu-dry", str(tmp_path / "results"), str(tmp_path / "work"))
+    sft, grpo = Path(plan.sft.out), Path(plan.grpo.out)
+    _jsonl(sft / "metrics.jsonl", [{"step": 1, "nll": 1.5}, {"step": 2, "nll": 0.5}])
+    (sft / "result.json").write_text(json.dumps({"demonstrations": 5, "skipped": 1, "seconds": 3.0,
+                                                  "sampler_path": "x", "state_path": "y"}))
+    metrics = [{"step": s, "reward_mean": 0.1 * s, "exact_match": 0.1 * s, "valid_format_rate": 1.0,
+                "search_calls_mean": 1.0, "multi_search_share": 0.0, "degenerate_group_share": 0.5,
+                "time_step": 2.0, "kl_sampler_trainer_k3": 0.0} for s in range(4)]
+    _jsonl(grpo / "metrics.jsonl", metrics)
+    final = grpo / "final"
+    final.mkdir(parents=True)
+    save_file({"layer.lora_A": torch.randn(4, 16), "layer.lora_B": torch.randn(16, 4)}, str(final / "adapter.safetensors"))
+    (final / "meta.json").write_text(json.dumps({"base_model": "smollm2-135m", "rank": 4, "has_optimizer": True}))
+    (grpo / "summary.json").write_text(json.dumps({"finished": True, "sampler_path": str(final)}))
+    _jsonl(grpo / "checkpoints.jsonl", [{"step": 4, "path": str(final)}])
+    _jsonl(plan.out / "eval" / "sft.jsonl", _eval_rows([True, False, False, True]))
+    _jsonl(plan.out / "eval" / "sft_grpo.jsonl", _eval_rows([True, True, False, True]))
+
+    readme = stage_report(plan).read_text()
+    out = plan.out
+    for name in ("grpo_metrics.jsonl", "sft_metrics.jsonl", "grpo_training.png", "eval_em_strict.png",
+                 "summary_eval.json"):
+        assert (out / name).is_file(), name
+    assert "| sft_grpo | all | 4 | 0.750 |" in readme and "SFT vs SFT + GRPO" in readme
+    assert "+0.250" in readme  # the paired comparison
+    exported = load_file(str(out / "adapter" / "adapter.safetensors"))
+    assert {t.dtype for t in exported.values()} == {torch.bfloat16}
+    original = load_file(str(final / "adapter.safetensors"))
+    assert torch.allclose(exported["layer.lora_A"].float(), original["layer.lora_A"], rtol=1e-2, atol=1e-2)
+    assert json.loads((out / "adapter" / "meta.json").read_text())["has_optimizer"] is False
+
+
+def test_cli_records_the_command_and_config(tmp_path):
+    out = tmp_path / "r"
+    assert main(["--preset", "cpu-dry", "--out", str(out), "--work", str(tmp_path / "w"), "--stage", "report",
+                 "--set", "eval.limit=1"]) == 0
+    assert "--set eval.limit=1" in (out / "commands.txt").read_text()
+    config = json.loads((out / "config.json").read_text())
+    assert config["eval"]["limit"] == 1 and config["preset"] == "cpu-dry"
+    assert {label for label, _, _ in EVALS} == {"base_closed_book", "base_rag", "base_agent", "sft", "sft_grpo"}
