@@ -588,6 +588,7 @@ def train_with_reward(
     on_step: Callable[[dict], None] | None = None,
     progress: bool = True,
     session: Any = None,
+    work: str | None = None,
 ) -> dict[str, Any]:
     """A short GRPO run with `reward` ('exact_match' or 'gated'); metrics to <out>/metrics.jsonl.
 
@@ -641,7 +642,9 @@ def train_with_reward(
 
     response = session.training_client.save_weights_for_sampler(f"{out.name}-final")
     response = response.result() if hasattr(response, "result") else response
-    sampler_path = materialise_checkpoint(str(getattr(response, "path", response)), out / "sampler")
+    # weights go to the git-ignored runs/ folder, metrics to `out`
+    sampler_path = materialise_checkpoint(str(getattr(response, "path", response)),
+                                          Path(work or Path("runs") / "efficiency" / out.name) / "sampler")
     summary = {
         "reward": reward,
         "steps_done": len(rows),
@@ -719,6 +722,17 @@ def breakdown_html(rows: Sequence[EfficiencyBreakdown], labels: Sequence[str] | 
     return "".join(out)
 
 
+def group_numbers(group: Sequence[Any]) -> dict[str, list]:
+    """The inputs of `score_group` read off a group of Trajectory objects."""
+    return {
+        "r_base": [int(bool(t.exact_match)) for t in group],
+        "calls": [int(t.search_calls) for t in group],
+        "failed": [failed_calls_of(t) for t in group],
+        "lengths": [generated_length(t) for t in group],
+        "valid_format": [bool(getattr(t, "valid_format", True)) for t in group],
+    }
+
+
 def penalty_explorer(
     group: Sequence[Any] | None = None,
     *,
@@ -736,13 +750,7 @@ def penalty_explorer(
     if (group is None) == (numbers is None):
         raise ValueError("give exactly one of `group` (Trajectory objects) or `numbers`")
     if group is not None:
-        numbers = {
-            "r_base": [int(bool(t.exact_match)) for t in group],
-            "calls": [int(t.search_calls) for t in group],
-            "failed": [failed_calls_of(t) for t in group],
-            "lengths": [generated_length(t) for t in group],
-            "valid_format": [bool(getattr(t, "valid_format", True)) for t in group],
-        }
+        numbers = group_numbers(group)
     style = {"description_width": "90px"}
     sliders = {
         name: widgets.FloatSlider(value=getattr(config, name), min=0.0, max=high, step=0.05,
@@ -960,12 +968,14 @@ def main(argv: Sequence[str] | None = None) -> Any:
                          max_tool_response_tokens=args.max_tool_response_tokens,
                          max_assistant_turns=12)
     budgets = [int(b) for b in args.budgets.split(",")]
-    points = []
+    # one command per policy is fine: points already in --out for other policies are kept
+    points = load_budget_points(args.out)
     for spec in args.policy or ["base="]:
         name, _, checkpoint = spec.partition("=")
         sampler = sampling_client_for(service, model, checkpoint or None)
         tokenizer = sampler.get_tokenizer()
-        points += budget_sweep(sampler, tokenizer, search_client, examples, budgets, policy=name, config=base)
+        mine = budget_sweep(sampler, tokenizer, search_client, examples, budgets, policy=name, config=base)
+        points = [p for p in points if p.policy != name] + mine
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps([p.as_dict() for p in points], indent=1))
     print(json.dumps([p.as_dict() for p in points], indent=1))

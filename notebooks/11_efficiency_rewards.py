@@ -148,42 +148,55 @@ explorer
 # moves inside its range.
 
 # %% [markdown]
+# ## What it changes in a GRPO update
+#
+# The advantage is what the update sees. For the group above, plain exact match (Search-R1's reward,
+# notebook 03) against the gated reward, with the explorer's current slider values:
+
+# %%
+import copy
+
+import matplotlib.pyplot as plt
+
+from helpers.rollout import assign_group_advantages
+
+plain = [copy.copy(t) for t in group]
+assign_group_advantages(plain)
+gated_rows = eff.score_group(**eff.group_numbers(group),
+                             config=eff.EfficiencyConfig(**{k: s.value for k, s in explorer.sliders.items()}))
+x = np.arange(len(group))
+fig, ax = plt.subplots(figsize=(9, 3.2))
+ax.bar(x - 0.2, [t.advantage for t in plain], 0.4, label="exact match")
+ax.bar(x + 0.2, [r.advantage for r in gated_rows], 0.4, label="gated")
+ax.set_xticks(x, labels, rotation=20, ha="right")
+ax.axhline(0, color="grey", lw=0.8)
+ax.set_ylabel("advantage")
+ax.legend()
+plt.tight_layout()
+
+# %% [markdown]
 # ## Training with it
 #
 # `helpers.efficiency.reward_step` is one GRPO step of notebook 09 with the gated reward applied
-# between `rollout_batch` and `build_training_datums` (and every term logged for both rewards, so
-# the runs are comparable). `python -m helpers.efficiency compare` runs the same configuration twice,
-# once per reward. A recorded run (GPU) is shown when `results/efficiency/` has one; otherwise a
-# one-step run of each reward on this machine shows the mechanics.
+# between `rollout_batch` and `build_training_datums` (every gated term is logged for both rewards,
+# so the two runs are comparable). `python -m helpers.efficiency compare` runs the same
+# configuration twice, once per reward, from the same start; a recorded run is kept in
+# `results/efficiency/` (a GPU run: the CPU is too slow for enough steps to see a trend).
 
 # %%
-import matplotlib.pyplot as plt
-
 recorded = {name: eff.load_metrics(config.RESULTS_DIR / "efficiency" / name) for name in eff.REWARDS}
 if all(recorded.values()):
-    runs = recorded
     print("recorded run:", {k: len(v) for k, v in recorded.items()}, "steps")
+    eff.plot_reward_comparison(recorded)
+    plt.tight_layout()
+    summary = pd.DataFrame({name: rows[-1] for name, rows in recorded.items()}).loc[
+        ["search_calls_mean", "assistant_tokens_mean", "exact_match", "eff/pen_tool_mean", "eff/pen_len_mean"]]
 else:
-    import dataclasses
-
-    from helpers.train import TrainConfig
-
-    quick = TrainConfig(max_steps=1, questions_per_batch=values["questions"], group_size=values["group_size"],
-                        max_search_calls=values["max_search_calls"], max_assistant_turns=values["max_assistant_turns"],
-                        max_assistant_tokens=values["max_assistant_tokens"],
-                        max_tool_response_tokens=values["max_tool_response_tokens"],
-                        max_trajectory_tokens=values["max_trajectory_tokens"], micro_batch_datums=2,
-                        micro_batch_tokens=4096, limit=8)
-    runs = {}
-    for name in eff.REWARDS:
-        out = config.cache_dir() / "efficiency-demo" / name
-        eff.train_with_reward(dataclasses.replace(quick, out=str(out)), name, progress=False)
-        runs[name] = eff.load_metrics(out)
-eff.plot_reward_comparison(runs)
-plt.tight_layout()
-pd.DataFrame({name: rows[-1] for name, rows in runs.items()}).loc[
-    ["search_calls_mean", "assistant_tokens_mean", "exact_match", "eff/pen_tool_mean", "eff/pen_len_mean",
-     "reward_mean_used"]]
+    summary = None
+    print("No recorded comparison in results/efficiency/ yet. To make one (a GPU is advised):\n"
+          "  python -m helpers.efficiency compare --init-from <SFT state_path> --max-steps 20 \\\n"
+          "      --questions-per-batch 16 --group-size 8 --out results/efficiency")
+summary
 
 # %% [markdown]
 # ## Exercises

@@ -134,25 +134,21 @@ explorer
 # ## Over a training run
 #
 # `helpers.efficiency.reward_step` measures the mismatch at every step, before the update (the
-# weights the sampler used). A recorded run is plotted when `results/efficiency/` has one; otherwise
-# the short run of notebook 11 if it was run, otherwise this notebook's own measurement.
+# weights the sampler used). A recorded run is plotted when `results/efficiency/` has one, otherwise
+# this notebook's own measurement.
 
 # %%
 from helpers import efficiency as eff
 
-source = None
-for candidate in (config.RESULTS_DIR / "efficiency" / "gated", config.cache_dir() / "efficiency-demo" / "gated"):
-    rows = eff.load_metrics(candidate)
-    if rows and "mismatch/kl_k3" in rows[0]:
-        source = candidate
-        break
-if source is None:
+source = config.RESULTS_DIR / "efficiency" / "gated"
+rows = [row for row in eff.load_metrics(source) if "mismatch/kl_k3" in row]
+if rows:
+    history = mm.MismatchHistory.from_metrics(rows)
+    print(f"recorded run in {source}: {len(rows)} steps")
+else:
     history = mm.MismatchHistory()
     history.add(0, engine_new, engine_old)
     print("no run recorded yet: showing this notebook's measurement as step 0")
-else:
-    history = mm.MismatchHistory.from_metrics(rows)
-    print("from", source)
 history.plot()
 plt.tight_layout()
 pd.DataFrame(history.rows())[["step", "tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "p1", "p50", "p99"]]

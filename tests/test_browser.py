@@ -87,9 +87,19 @@ def test_rollout_tree_notebook_in_chromium(lab):
         try:
             page.goto(f"{lab}/lab/tree/{NOTEBOOK.name}", timeout=120_000)
             page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
-            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-Toolbar-kernelStatus").first.wait_for(timeout=120_000)
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+            # the status bar says "<kernel> | Idle" once the kernel is up; only then run everything
+            expect(page.get_by_text("| Idle").first).to_be_visible(timeout=180_000)
+            started = page.locator(".jp-InputPrompt", has_text="*")
+            for _ in range(3):
+                page.get_by_role("menuitem", name="Run", exact=True).click()
+                page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+                try:
+                    expect(started.first).to_be_visible(timeout=30_000)
+                    break
+                except AssertionError:
+                    page.keyboard.press("Escape")
+            else:
+                pytest.fail("Run > Run All Cells did not start the notebook")
 
             trees = page.locator("[data-testid=tree-widget]")
             playground = page.locator(".srt-playground")

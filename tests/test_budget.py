@@ -90,3 +90,23 @@ def test_plot_draws_one_line_per_policy(tokenizer):
     points += [eff.BudgetPoint("b", b, 2, 0.5, 1.0, 0, 10, 100, 110, 0.0) for b in range(3)]
     axes = eff.plot_tool_efficiency(points)
     assert [len(ax.get_lines()) for ax in axes] == [2, 3, 2]
+
+
+def test_budget_command_merges_policies_into_one_file(monkeypatch, tmp_path, tokenizer):
+    import helpers.data
+    import helpers.engine
+    import helpers.search
+
+    out = tmp_path / "sweep.json"
+    monkeypatch.setattr(helpers.engine, "connect", lambda backend=None: object())
+    monkeypatch.setattr(helpers.data, "load_examples", lambda split, limit=None: EXAMPLES[:1])
+    monkeypatch.setattr(helpers.search, "create_search_client", lambda backend: FakeSearchClient())
+    sampler = ScriptedSamplingClient(tokenizer, obedient(wanted=1))
+    sampler.get_tokenizer = lambda: tokenizer
+    monkeypatch.setattr(eff, "sampling_client_for", lambda service, model, checkpoint: sampler)
+    eff.main(["budget", "--model", "smollm2-135m", "--policy", "base=", "--budgets", "0,1", "--out", str(out)])
+    eff.main(["budget", "--model", "smollm2-135m", "--policy", "sft=/x", "--budgets", "0,1", "--out", str(out)])
+    eff.main(["budget", "--model", "smollm2-135m", "--policy", "base=", "--budgets", "0,2", "--out", str(out)])
+    points = eff.load_budget_points(out)
+    assert sorted((p.policy, p.budget) for p in points) == [("base", 0), ("base", 2), ("sft", 0), ("sft", 1)]
+    assert {p.policy: p.accuracy for p in points if p.budget == 0} == {"base": 0.0, "sft": 0.0}

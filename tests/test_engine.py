@@ -284,3 +284,23 @@ def test_static_cache_decoding_matches_the_dynamic_path(service, tokenizer, monk
         for a, b in zip(dynamic.sequences, static.sequences):
             assert a.tokens == b.tokens and a.stop_reason == b.stop_reason
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_top_k_one_and_tiny_top_p_are_greedy(service, tokenizer):
+    sc = service.create_sampling_client(base_model=MODEL)
+    prompt = trio.ModelInput.from_ints(list(tokenizer.encode("Once upon a time")))
+
+    def tokens(**kw):
+        return sc.sample(prompt=prompt, num_samples=2, sampling_params=params(max_tokens=4, **kw)).result()
+
+    greedy = tokens(temperature=0.0).sequences[0].tokens
+    for response in (tokens(top_k=1, seed=5), tokens(top_p=1e-6, seed=6)):
+        assert [s.tokens for s in response.sequences] == [greedy, greedy]
+
+
+def test_auto_shift_predicts_the_next_label(training, prompt):
+    shifted = training.forward([_ce(prompt)]).result().loss_fn_outputs[0]["logprobs"].data
+    unshifted = trio.Datum(model_input=trio.ModelInput.from_ints(prompt), loss_fn_inputs={"target_tokens": prompt})
+    auto = training.forward([unshifted], auto_shift=True).result().loss_fn_outputs[0]["logprobs"].data
+    assert auto[0] == 0.0 and len(auto) == len(prompt)
+    assert auto[1:] == pytest.approx(shifted, abs=1e-5)

@@ -63,9 +63,9 @@ def validate_params(params, prompt_len: int, max_context: int | None) -> None:
         raise ValidationError(
             "sampling_params.max_tokens must be greater than 0", code="validation.invalid_sampling_request"
         )
-    if params.temperature < 0 or not (0 < params.top_p <= 1) or (params.top_k < -1 or params.top_k == 0):
+    if params.temperature < 0 or not (0 < params.top_p <= 1) or params.top_k < -1:
         raise ValidationError(
-            "invalid sampling request: need temperature >= 0, 0 < top_p <= 1, top_k == -1 or > 0",
+            "invalid sampling request: need temperature >= 0, 0 < top_p <= 1, top_k >= -1 (-1 or 0: no limit)",
             code="validation.invalid_sampling_request",
         )
     if max_context and prompt_len + params.max_tokens > max_context:
