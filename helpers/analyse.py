@@ -136,11 +136,8 @@ def format_comparison(comparison: Mapping[str, Mapping[str, Any]], labels: tuple
 # --------------------------------------------------------------------------- plots
 
 
-def plot_training(metrics: Sequence[Mapping[str, Any]], path: str | Path, title: str = "GRPO training") -> Path:
-    """Reward/EM, format, search calls and sampler-trainer KL per step, as one PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+def training_figure(metrics: Sequence[Mapping[str, Any]], title: str = "GRPO training"):
+    """Reward/EM, format, search calls and sampler-trainer KL per step (a matplotlib Figure)."""
     import matplotlib.pyplot as plt
 
     steps = [m["step"] for m in metrics]
@@ -162,6 +159,14 @@ def plot_training(metrics: Sequence[Mapping[str, Any]], path: str | Path, title:
         axis.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+def plot_training(metrics: Sequence[Mapping[str, Any]], path: str | Path, title: str = "GRPO training") -> Path:
+    """training_figure saved as a PNG."""
+    import matplotlib.pyplot as plt  # headless machines fall back to Agg by themselves
+
+    fig = training_figure(metrics, title)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -169,13 +174,31 @@ def plot_training(metrics: Sequence[Mapping[str, Any]], path: str | Path, title:
     return path
 
 
+class LivePlot:
+    """An `on_step` callback for notebooks: redraws the training curves after every step.
+
+        train(config, on_step=LivePlot())
+    """
+
+    def __init__(self, title: str = "GRPO training"):
+        self.title = title
+        self.rows: list[dict] = []
+
+    def __call__(self, metrics: Mapping[str, Any]) -> None:
+        import matplotlib.pyplot as plt
+        from IPython.display import clear_output, display
+
+        self.rows.append(dict(metrics))
+        fig = training_figure(self.rows, self.title)
+        clear_output(wait=True)
+        display(fig)
+        plt.close(fig)
+
+
 def plot_eval(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], path: str | Path,
               key: str = "em_strict", title: str = "Strict exact match on the test split") -> Path:
     """Grouped bars: one group per data source, one bar per run."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # headless machines fall back to Agg by themselves
 
     labels = list(summaries)
     sources = sorted({s for groups in summaries.values() for s in groups}, key=lambda s: (s == ALL, s))

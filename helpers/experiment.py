@@ -223,14 +223,16 @@ def stage_report(plan: Plan) -> Path:
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
     sft_dir, grpo_dir = Path(plan.sft.out), Path(plan.grpo.out)
-    for source, name in [(sft_dir / "metrics.jsonl", "sft_metrics.jsonl"), (sft_dir / "result.json", "sft_result.json"),
-                         (sft_dir / "demonstrations.jsonl", "sft_demonstrations.jsonl"),
-                         (grpo_dir / "metrics.jsonl", "grpo_metrics.jsonl"), (grpo_dir / "summary.json", "grpo_summary.json"),
-                         (grpo_dir / "config.json", "grpo_config.json"), (sft_dir / "config.json", "sft_config.json")]:
-        if source.exists():
-            shutil.copyfile(source, out / name)
+    # Same layout as the run folders, so notebooks find <x>/metrics.jsonl (sft/ and grpo/) and eval/*.jsonl.
+    for folder, names in (("sft", ("metrics.jsonl", "result.json", "config.json")),
+                          ("grpo", ("metrics.jsonl", "summary.json", "config.json"))):
+        source_dir = sft_dir if folder == "sft" else grpo_dir
+        for name in names:
+            if (source_dir / name).exists():
+                (out / folder).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source_dir / name, out / folder / name)
     lines = [f"# Experiment `{out.name}`", ""]
-    metrics = read_jsonl(out / "grpo_metrics.jsonl") if (out / "grpo_metrics.jsonl").exists() else []
+    metrics = read_jsonl(out / "grpo" / "metrics.jsonl") if (out / "grpo" / "metrics.jsonl").exists() else []
     if metrics:
         plot_training(metrics, out / "grpo_training.png", title=f"GRPO on {plan.grpo.model}")
         first, last = metrics[: max(1, len(metrics) // 4)], metrics[-max(1, len(metrics) // 4):]
@@ -248,9 +250,9 @@ def stage_report(plan: Plan) -> Path:
                "degenerate_group_share", "time_step")),
             "", "![GRPO training](grpo_training.png)", "",
         ]
-    if (out / "sft_metrics.jsonl").exists():
-        sft_rows = read_jsonl(out / "sft_metrics.jsonl")
-        sft_result = json.loads((out / "sft_result.json").read_text()) if (out / "sft_result.json").exists() else {}
+    if (out / "sft" / "metrics.jsonl").exists():
+        sft_rows = read_jsonl(out / "sft" / "metrics.jsonl")
+        sft_result = json.loads((out / "sft" / "result.json").read_text()) if (out / "sft" / "result.json").exists() else {}
         lines += ["## SFT warm start", "",
                   f"{sft_result.get('demonstrations', '?')} scripted demonstrations "
                   f"({sft_result.get('skipped', '?')} questions skipped: answer not in the evidence), "
@@ -262,11 +264,13 @@ def stage_report(plan: Plan) -> Path:
         summaries = {label: summarise(rows) for label, rows in evals.items()}
         plot_eval(summaries, out / "eval_em_strict.png")
         plot_eval(summaries, out / "eval_em_lenient.png", key="em_lenient", title="Lenient exact match on the test split")
-        lines += ["## Evaluation", "", format_table(summaries), "",
-                  "![strict EM](eval_em_strict.png)", ""]
+        tables = ["## Evaluation", "", f"Split `{plan.eval.split}`, greedy, same budgets for every run.", "",
+                  format_table(summaries), ""]
         if "sft" in evals and "sft_grpo" in evals:
-            lines += ["### SFT vs SFT + GRPO", "", format_comparison(compare(evals["sft"], evals["sft_grpo"], ("sft", "sft_grpo")),
-                                                                    ("sft", "sft_grpo")), ""]
+            tables += ["### SFT vs SFT + GRPO", "",
+                       format_comparison(compare(evals["sft"], evals["sft_grpo"], ("sft", "sft_grpo")), ("sft", "sft_grpo")), ""]
+        (out / "tables.md").write_text("\n".join(tables) + "\n")
+        lines += tables + ["![strict EM](eval_em_strict.png)", ""]
         (out / "summary_eval.json").write_text(json.dumps(summaries, indent=2))
     policy = grpo_policy_path(plan) if (grpo_dir / "checkpoints.jsonl").exists() else None
     if policy:

@@ -55,8 +55,8 @@ values
 # %%
 from helpers.sft import SFTConfig, run_sft
 
-sft = run_sft(SFTConfig(limit=values["sft_questions"], epochs=values["sft_epochs"], batch_size=4,
-                        out=str(runs / "sft"), resume=False))
+sft = run_sft(SFTConfig(limit=values["sft_questions"], epochs=values["sft_epochs"], batch_size=min(values["sft_questions"], 16),
+                        max_tool_response_tokens=values["max_tool_response_tokens"], out=str(runs / "sft"), resume=False))
 print(f"{sft.demonstrations} demonstrations ({sft.skipped} questions skipped: answer never found), "
       f"{sft.steps} steps in {sft.seconds:.0f} s; loss per step: {[round(x, 3) for x in sft.losses]}")
 

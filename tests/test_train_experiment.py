@@ -71,8 +71,8 @@ def test_report_collects_metrics_tables_plots_and_a_small_adapter(tmp_path):
 
     readme = stage_report(plan).read_text()
     out = plan.out
-    for name in ("grpo_metrics.jsonl", "sft_metrics.jsonl", "grpo_training.png", "eval_em_strict.png",
-                 "summary_eval.json"):
+    for name in ("grpo/metrics.jsonl", "sft/metrics.jsonl", "sft/result.json", "grpo_training.png",
+                 "eval_em_strict.png", "summary_eval.json", "tables.md"):
         assert (out / name).is_file(), name
     assert "| sft_grpo | all | 4 | 0.750 |" in readme and "SFT vs SFT + GRPO" in readme
     assert "+0.250" in readme  # the paired comparison

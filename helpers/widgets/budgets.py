@@ -17,11 +17,11 @@ FAST = {
     "max_search_calls": 1,
     "max_assistant_turns": 3,
     "max_assistant_tokens": 48,
-    "max_tool_response_tokens": 160,
+    "max_tool_response_tokens": 224,
     "max_trajectory_tokens": 1024,
     "temperature": 1.0,
     "eval_questions": 1,
-    "sft_questions": 4,
+    "sft_questions": 2,
     "sft_epochs": 1,
     "grpo_steps": 1,
 }
