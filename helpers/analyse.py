@@ -156,7 +156,8 @@ def training_figure(metrics: Sequence[Mapping[str, Any]], title: str = "GRPO tra
         axis.set_xlabel("step")
         axis.set_ylabel(ylabel)
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
+        if axis.get_lines():
+            axis.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     return fig

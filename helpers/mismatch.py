@@ -254,53 +254,6 @@ def sequence_logprobs(model: Any, token_ids: Sequence[int]) -> np.ndarray:
     return logp.gather(1, ids[0, 1:, None])[:, 0].double().numpy()
 
 
-def sample_with_logprobs(
-    model: Any,
-    prompt_ids: Sequence[int],
-    max_new_tokens: int,
-    *,
-    temperature: float = 1.0,
-    seed: int = 0,
-    stop_ids: Sequence[int] = (),
-) -> tuple[list[int], list[float]]:
-    """A minimal sampler (KV cache, one token at a time) that records mu's logprob of each token.
-
-    Logprobs are of the temperature-1 distribution (as the trainer computes them); `temperature`
-    only changes which tokens get drawn.
-    """
-    import torch
-
-    generator = torch.Generator().manual_seed(seed)
-    ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
-    tokens: list[int] = []
-    logprobs: list[float] = []
-    past = None
-    with torch.no_grad():
-        for _ in range(max_new_tokens):
-            logits, past = _forward(model, ids, past)
-            logits = logits[0, -1].float()
-            logp = torch.log_softmax(logits, dim=-1)
-            probs = torch.softmax(logits / max(temperature, 1e-6), dim=-1)
-            token = int(torch.multinomial(probs, 1, generator=generator))
-            tokens.append(token)
-            logprobs.append(float(logp[token]))
-            if token in stop_ids:
-                break
-            ids = torch.tensor([[token]], dtype=torch.long)
-    return tokens, logprobs
-
-
-def _forward(model: Any, ids: Any, past: Any):
-    """One forward with a KV cache, whatever this transformers version calls the argument."""
-    import inspect
-
-    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    kwargs = {} if past is None else {key: past}
-    out = model(input_ids=ids, use_cache=True, **kwargs)
-    cache = getattr(out, "cache", None)
-    return out.logits, cache if cache is not None else getattr(out, "past_key_values", None)
-
-
 def precision_mismatch(
     model_name: str | None = None,
     texts: Sequence[str | Sequence[int]] = ("Question: who wrote Hamlet?\nAnswer: William Shakespeare wrote it.",),
@@ -337,15 +290,6 @@ def precision_mismatch(
         "trainer_logprobs": new,
         "sampler_logprobs": old,
     }
-
-
-def decoding_mismatch(
-    model: Any, prompt_ids: Sequence[int], max_new_tokens: int = 16, *, seed: int = 0, band: float = 0.2
-) -> MismatchStats:
-    """Same weights, same precision: KV-cached decoding (sampler) vs one full forward (trainer)."""
-    tokens, mu = sample_with_logprobs(model, prompt_ids, max_new_tokens, seed=seed)
-    pi = sequence_logprobs(model, list(prompt_ids) + tokens)[len(prompt_ids) - 1 :]
-    return mismatch_stats(pi, mu, band=band, label="KV-cached decoding / full forward")
 
 
 # ---------------------------------------------------------------- over training

@@ -31,9 +31,9 @@
 import json
 
 from helpers.protocol import SEARCH_TOOL, build_messages, build_prompt, parse_assistant, render_chat, stop_sequences
-from helpers.widgets.course import engine
+from helpers.widgets.course import tokenizer as course_tokenizer
 
-tokenizer = engine().tokenizer
+tokenizer = course_tokenizer()  # the tokenizer alone: no model weights needed here
 print(json.dumps(SEARCH_TOOL, indent=2))
 
 # %% [markdown]

@@ -31,9 +31,9 @@
 
 # %%
 from helpers.search import BACKENDS, create_search_client, format_results
-from helpers.widgets.course import engine
+from helpers.widgets.course import tokenizer as course_tokenizer
 
-tokenizer = engine().tokenizer
+tokenizer = course_tokenizer()  # the tokenizer alone: no model weights needed here
 client = create_search_client("local")
 print(BACKENDS)
 result = client.search("The Little Prince author")

@@ -30,9 +30,10 @@
 # %%
 from helpers.rollout import check_continuity
 from helpers.widgets import TokenStrip, token_rows
-from helpers.widgets.course import engine, search_trajectory
+from helpers.widgets.course import search_trajectory
+from helpers.widgets.course import tokenizer as course_tokenizer
 
-tokenizer = engine().tokenizer
+tokenizer = course_tokenizer()  # the tokenizer alone: no model weights needed here
 # A sampled trajectory that searched, from notebook 05; if the untrained model never searched,
 # a teacher-forced one: its turns are given, but fed through the same rollout code.
 trajectory, origin = search_trajectory()

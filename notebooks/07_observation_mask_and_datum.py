@@ -33,9 +33,10 @@ import pandas as pd
 
 from helpers.train import build_datum
 from helpers.widgets import TokenStrip, token_rows
-from helpers.widgets.course import engine, search_trajectory
+from helpers.widgets.course import search_trajectory
+from helpers.widgets.course import tokenizer as course_tokenizer
 
-tokenizer = engine().tokenizer
+tokenizer = course_tokenizer()  # the tokenizer alone: no model weights needed here
 trajectory, origin = search_trajectory()
 if trajectory.advantage == 0.0:
     # A lone or degenerate trajectory has A = 0 and would be skipped by training; give it the

@@ -111,7 +111,8 @@ print(format_table(recorded) if recorded else "No recorded evaluation rows in re
 # %% [markdown]
 # ## Ask the agent
 #
-# Type a question; the checkpoint answers it on this machine, with the local search index, and you
+# Type a question; the trained agent (the recorded GPU run's adapter when it matches this profile's
+# model, else your checkpoint from notebook 09) answers it on this machine, with the local search index, and you
 # see its trajectory as a tree (one branch: evaluation samples one trajectory per question). There
 # is no reference answer, so the reward is only about the format.
 
@@ -125,7 +126,12 @@ from helpers.rollout import rollout_batch
 from helpers.widgets import TrajectoryTree, tree_data
 from helpers.widgets.course import search_client
 
-agent = connect().create_sampling_client(base_model=config.default_model(), model_path=checkpoint)
+# Prefer the adapter of the recorded GPU run when it was trained on this profile's model.
+recorded_adapters = [m.parent for m in sorted(results.glob("**/adapter/meta.json"))
+                     if json.loads(m.read_text()).get("base_model") == config.default_model()] if results.exists() else []
+agent_path = str(recorded_adapters[-1]) if recorded_adapters else checkpoint
+print("the agent:", config.default_model(), "+", agent_path or "no adapter (base model)")
+agent = connect().create_sampling_client(base_model=config.default_model(), model_path=agent_path)
 agent_config = EvalConfig(**common).rollout_config()
 question = widgets.Text(value="What country was the author of The Little Prince born in?", description="question",
                         layout=widgets.Layout(width="640px"))

@@ -39,8 +39,9 @@ from helpers import config
 from helpers import efficiency as eff
 from helpers.protocol import system_prompt
 
-for b in (0, 1, 3):
-    print(f"--- b = {b}:", [line for line in system_prompt(b).splitlines() if "search" in line.lower()][0])
+for b in (None, 0, 1, 3):
+    rule = next(line for line in system_prompt(b).splitlines() if line.startswith("- Search"))
+    print(f"b = {b}: {rule}")
 
 # %% [markdown]
 # `budget_config(b)` turns any rollout config into the protocol's: one trajectory per question

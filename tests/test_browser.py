@@ -119,6 +119,9 @@ def test_rollout_tree_notebook_in_chromium(lab):
             expect(details).to_be_visible()
             expect(details).to_contain_text("τ1")
             assert details.locator("[data-testid=tree-detail-turn]").count() >= 1
+            ARTIFACTS.mkdir(exist_ok=True)
+            group_tree.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "browser_05_leaf_opened.png"))
 
             # a budget slider re-runs the rollout: group_size + 1 adds a branch to the playground tree
             play_leaves = playground.locator("[data-testid=tree-leaf]")

@@ -40,7 +40,7 @@ def test_notebook_executes_headless_in_the_fast_profile(path, monkeypatch):
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "2"))
     notebook = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=900, kernel_name="python3", allow_errors=False,
+    client = nbclient.NotebookClient(notebook, timeout=1800, kernel_name="python3", allow_errors=False,
                                      resources={"metadata": {"path": str(NOTEBOOKS)}})
     started = time.perf_counter()
     client.execute()

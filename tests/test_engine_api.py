@@ -135,3 +135,24 @@ def test_loss_config_rejects_unknown_keys_and_losses():
     with pytest.raises(ValueError, match="forward_backward_custom"):
         losses.check_config("dro", None)
     assert losses.check_config("ppo", None) == {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+
+
+def test_server_capabilities_list_the_course_models():
+    from helpers.models import SPECS, is_provisioned
+
+    service = ServiceClient()
+    caps = service.get_server_capabilities()
+    assert isinstance(caps, pytrio.types.GetServerCapabilitiesResponse)
+    assert {m.model_name for m in caps.supported_models} == set(SPECS) == set(service.get_supported_models())
+    for model in caps.supported_models:
+        assert model.sampling.available == model.training.available == is_provisioned(model.model_name)
+
+
+def test_checkpoint_paths_resolve_under_the_cache(tmp_path):
+    from helpers.engine.local import checkpoints_root, resolve_path
+
+    assert resolve_path("local://abc/weights/step-1") == checkpoints_root() / "abc" / "weights" / "step-1"
+    assert resolve_path(str(tmp_path)) == tmp_path
+    assert resolve_path(f"file://{tmp_path}") == tmp_path
+    with pytest.raises(ValidationError, match="cannot load"):
+        resolve_path("trio://workspace/checkpoint")

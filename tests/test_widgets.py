@@ -294,3 +294,9 @@ def test_token_rows_from_the_rollout_token_table_keep_roles_mask_and_logprobs():
     assert [r["logprob"] for r in rows] == [None, None, -0.1, -0.2, None, None, -0.3]
     assert [r["advantage"] for r in rows] == [0, 0, -0.5, -0.5, 0, 0, -0.5]
     assert [r["id"] for r in rows] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_verdict_is_a_bool_that_displays_nothing(capsys):
+    verdict = exercises.check_mask_on_paper(377, 28)
+    assert bool(verdict) is True and verdict._ipython_display_() is None
+    assert bool(exercises.check_mask_on_paper(1, 1)) is False

@@ -120,8 +120,8 @@ def draw(logits, rows: list[Row]):
     cdf = probs.double().cumsum(-1)
     pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=probs.shape[-1] - 1)
     tokens = order.gather(1, pick).squeeze(1) if truncate else pick.squeeze(1)
-    greedy = torch.tensor([r.temperature <= 0 for r in rows], device=device)
-    if bool(greedy.any()):
+    if any(r.temperature <= 0 for r in rows):  # decided in Python: no device sync
+        greedy = torch.tensor([r.temperature <= 0 for r in rows], device=device)
         tokens = torch.where(greedy, logits.argmax(-1), tokens)
     return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
 

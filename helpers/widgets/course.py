@@ -36,6 +36,14 @@ def engine(model: str | None = None) -> Engine:
     return Engine(name, service, sampler, sampler.get_tokenizer())
 
 
+@lru_cache(maxsize=2)
+def tokenizer(model: str | None = None):
+    """Just the tokenizer (no model weights): enough for notebooks that only count or show tokens."""
+    from helpers.models import load_tokenizer
+
+    return load_tokenizer(model or config.default_model())
+
+
 @lru_cache(maxsize=1)
 def search_client(backend: str = "local"):
     from helpers.search import create_search_client
@@ -147,12 +155,18 @@ def search_trajectory(values: dict[str, Any] | None = None) -> tuple[Any, str]:
     from helpers.widgets.budgets import budgets
 
     values = values or budgets()
+    kept = recall("search_trajectory")
+    if kept is not None:
+        return kept
     sampled = recall("rollout_05")
     if sampled is None:
         sampled = list(run_rollout(load_examples("train", limit=values["questions"]), values))
         remember("rollout_05", sampled)
     searched = [t for t in sampled if len(t.turns) >= 2 and t.searches]
     if searched:
-        return searched[0], "sampled"
-    example = sampled[0].example
-    return forced_trajectory(example, [example.question], example.answers[0]), "teacher-forced"
+        found = (searched[0], "sampled")
+    else:
+        example = sampled[0].example
+        found = (forced_trajectory(example, [example.question], example.answers[0]), "teacher-forced")
+    remember("search_trajectory", found)
+    return found

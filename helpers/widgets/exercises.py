@@ -16,9 +16,25 @@ from typing import Any, Iterable, Sequence
 CORRECT = "correct"
 
 
-def report(ok: bool, hint: str) -> bool:
+class Verdict:
+    """True/False for code and tests; shows nothing as a cell's last value (the line is printed)."""
+
+    def __init__(self, ok: bool) -> None:
+        self.ok = bool(ok)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.ok})"
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def report(ok: bool, hint: str) -> Verdict:
     print(CORRECT if ok else f"not yet: {hint}")
-    return ok
+    return Verdict(ok)
 
 
 def _blank(value: Any) -> bool:
@@ -32,7 +48,7 @@ def _close(a: float, b: float, tol: float = 1e-6) -> bool:
 # --------------------------------------------------------------------------- 00 set-up
 
 
-def check_token_count(tokenizer: Any, text: str, guess: Any) -> bool:
+def check_token_count(tokenizer: Any, text: str, guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "call tokenizer.encode(text, add_special_tokens=False) and count the ids")
     true = len(tokenizer.encode(text, add_special_tokens=False))
@@ -61,7 +77,7 @@ RAW_ROWS = [
 ]
 
 
-def check_kept_rows(guess: Any) -> bool:
+def check_kept_rows(guess: Any) -> Verdict:
     """`guess`: the ids of RAW_ROWS that survive normalisation."""
     if _blank(guess):
         return report(False, "list the ids of the rows that keep a non-empty question and at least one non-empty answer")
@@ -73,7 +89,7 @@ def check_kept_rows(guess: Any) -> bool:
     return report(False, f"missing {sorted(missing)}; should be dropped {sorted(extra)} (blank strings and None are not answers)")
 
 
-def check_source_counts(examples: Iterable[Any], guess: Any) -> bool:
+def check_source_counts(examples: Iterable[Any], guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "count examples per example.data_source (collections.Counter helps)")
     counts: dict[str, int] = {}
@@ -106,7 +122,7 @@ PARSER_CASES: list[tuple[str, str]] = [
 ]
 
 
-def check_parser_labels(guess: Any) -> bool:
+def check_parser_labels(guess: Any) -> Verdict:
     """`guess`: ten labels ('tool', 'answer' or 'invalid'), one per PARSER_CASES string."""
     if _blank(guess):
         return report(False, "write one label per string: 'tool', 'answer' or 'invalid'")
@@ -134,7 +150,7 @@ REWARD_CASES: list[tuple[str, list[str], float]] = [
 ]
 
 
-def check_reward_guesses(guess: Any) -> bool:
+def check_reward_guesses(guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "give one reward per REWARD_CASES row: 1, 0 or -0.1")
     guess = list(guess)
@@ -157,7 +173,7 @@ WIKIPEDIA_PARAMS = {
 WIKIPEDIA_QUERY = "Antoine de Saint-Exupéry birthplace"
 
 
-def check_wikipedia_url(url: Any, query: str = WIKIPEDIA_QUERY) -> bool:
+def check_wikipedia_url(url: Any, query: str = WIKIPEDIA_QUERY) -> Verdict:
     if _blank(url):
         return report(False, "build the URL: endpoint + '?' + urllib.parse.urlencode(params with gsrsearch=query)")
     parts = urllib.parse.urlsplit(str(url))
@@ -173,7 +189,7 @@ def check_wikipedia_url(url: Any, query: str = WIKIPEDIA_QUERY) -> bool:
                   f"missing {missing}, different {wrong}, unexpected {extra} (gsrsearch carries the query)")
 
 
-def check_observation_size(text: str, tokenizer: Any, chars: Any, tokens: Any) -> bool:
+def check_observation_size(text: str, tokenizer: Any, chars: Any, tokens: Any) -> Verdict:
     if _blank(chars) or _blank(tokens):
         return report(False, "len(observation) for characters; len(tokenizer.encode(observation, add_special_tokens=False)) for tokens")
     ok = int(chars) == len(text) and int(tokens) == len(tokenizer.encode(text, add_special_tokens=False))
@@ -183,7 +199,7 @@ def check_observation_size(text: str, tokenizer: Any, chars: Any, tokens: Any) -
 # --------------------------------------------------------------------------- 05 rollout
 
 
-def check_rollout_counts(questions: int, group_size: int, max_search_calls: int, trajectories: Any, searches: Any) -> bool:
+def check_rollout_counts(questions: int, group_size: int, max_search_calls: int, trajectories: Any, searches: Any) -> Verdict:
     if _blank(trajectories) or _blank(searches):
         return report(False, "each question is a group of group_size trajectories; each can search up to max_search_calls times")
     ok = int(trajectories) == questions * group_size and int(searches) == questions * group_size * max_search_calls
@@ -201,14 +217,14 @@ def suffix_prefix_overlap(completion: Sequence[Any], closing: Sequence[Any]) -> 
     return 0
 
 
-def check_overlap(completion: Sequence[Any], closing: Sequence[Any], guess: Any) -> bool:
+def check_overlap(completion: Sequence[Any], closing: Sequence[Any], guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "find the longest tail of the completion that is also the start of the closing tokens")
     expected = suffix_prefix_overlap(completion, closing)
     return report(int(guess) == expected, f"you said {guess}; compare the completion's last tokens with the closing tokens' first ones")
 
 
-def check_glued(completion: Sequence[Any], closing: Sequence[Any], guess: Any) -> bool:
+def check_glued(completion: Sequence[Any], closing: Sequence[Any], guess: Any) -> Verdict:
     """`guess`: the closing tokens actually appended after the sampled completion."""
     if _blank(guess):
         return report(False, "append only the closing tokens the sampler did not already return")
@@ -226,7 +242,7 @@ def datum_positions(prompt: int, segments: Sequence[tuple[str, int]]) -> tuple[i
     return total - 1, trained
 
 
-def check_mask_on_paper(positions: Any, with_advantage: Any) -> bool:
+def check_mask_on_paper(positions: Any, with_advantage: Any) -> Verdict:
     """prompt 50 → turn 1 (20) → observation (300) → turn 2 (8)."""
     if _blank(positions) or _blank(with_advantage):
         return report(False, "add every token, remove one for the shift; only assistant tokens carry the advantage")
@@ -240,7 +256,7 @@ def check_mask_on_paper(positions: Any, with_advantage: Any) -> bool:
 # --------------------------------------------------------------------------- 08 advantages
 
 
-def check_group_advantages(rewards: Sequence[float], guess: Any) -> bool:
+def check_group_advantages(rewards: Sequence[float], guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "A_i = r_i − mean(r of the group)")
     mean = sum(rewards) / len(rewards)
@@ -249,14 +265,14 @@ def check_group_advantages(rewards: Sequence[float], guess: Any) -> bool:
     return report(ok, f"the group mean is {mean:g}; subtract it from each reward")
 
 
-def check_degenerate(groups: Sequence[Sequence[float]], guess: Any) -> bool:
+def check_degenerate(groups: Sequence[Sequence[float]], guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "a group is degenerate when every reward is the same (all advantages 0)")
     expected = sum(1 for rewards in groups if len(set(rewards)) == 1)
     return report(int(guess) == expected, "count groups whose rewards are all equal, whatever the value")
 
 
-def check_micro_batch_weights(sizes: Sequence[int], guess: Any) -> bool:
+def check_micro_batch_weights(sizes: Sequence[int], guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "micro-batch k gets weight n_k / N, N = all trajectories of the step")
     total = sum(sizes)
@@ -271,7 +287,7 @@ STEP_ORDER = ["save_weights_and_get_sampling_client", "rollout_batch", "build_tr
               "pack_micro_batches", "forward_backward", "optim_step"]
 
 
-def check_step_order(guess: Any) -> bool:
+def check_step_order(guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, f"put these in order: {sorted(STEP_ORDER)}")
     guess = [str(name).strip() for name in guess]
@@ -295,7 +311,7 @@ EVAL_STATEMENTS = {
 EVAL_MUST_MATCH = {"a", "b", "c", "d"}
 
 
-def check_eval_fixed(guess: Any) -> bool:
+def check_eval_fixed(guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "pick the letters of EVAL_STATEMENTS that must be equal in both evaluations")
     got = {str(letter).strip().lower() for letter in guess}
@@ -303,7 +319,7 @@ def check_eval_fixed(guess: Any) -> bool:
                   "and evaluation uses one trajectory per question")
 
 
-def check_em_from_rows(rows: Sequence[dict[str, Any]], guess: Any) -> bool:
+def check_em_from_rows(rows: Sequence[dict[str, Any]], guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "exact match = share of rows whose exact_match is true")
     expected = sum(bool(row.get("exact_match")) for row in rows) / len(rows) if rows else 0.0
