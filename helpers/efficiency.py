@@ -24,6 +24,13 @@ Design decisions the seed leaves open (each one is tested in tests/test_efficien
 4. When no reference lengths are given, the group's own lengths are the reference (a cheap
    self-anchored fallback; the hard cap then never fires).
 5. Effective calls are clipped at 0 (c - failed >= 0 even if a count was recorded oddly).
+
+Also here: budget-forced evaluation (`budget_sweep`, the tool-efficiency curve), a GRPO step with
+the gated reward (`reward_step`, `train_with_reward`; an adapter until helpers.train has a reward
+hook), the notebook widgets and exercise checkers, and a command line:
+
+    python -m helpers.efficiency compare ...   # GRPO with exact match and with the gated reward
+    python -m helpers.efficiency budget ...    # accuracy and tokens vs search budget b = 0..10
 """
 
 from __future__ import annotations
@@ -937,6 +944,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
     budget.add_argument("--limit", type=int, default=50)
     budget.add_argument("--max-assistant-tokens", type=int, default=256)
     budget.add_argument("--max-tool-response-tokens", type=int, default=512)
+    budget.add_argument("--max-trajectory-tokens", type=int, default=8192)
+    budget.add_argument("--temperature", type=float, default=0.6)
     budget.add_argument("--out", default="results/efficiency/budget_sweep.json")
     args = parser.parse_args(argv)
 
@@ -964,9 +973,9 @@ def main(argv: Sequence[str] | None = None) -> Any:
     service = connect()
     examples = load_examples(args.split, limit=args.limit)
     search_client = create_search_client("local")
-    base = RolloutConfig(temperature=0.6, max_assistant_tokens=args.max_assistant_tokens,
+    base = RolloutConfig(temperature=args.temperature, max_assistant_tokens=args.max_assistant_tokens,
                          max_tool_response_tokens=args.max_tool_response_tokens,
-                         max_assistant_turns=12)
+                         max_trajectory_tokens=args.max_trajectory_tokens, max_assistant_turns=12)
     budgets = [int(b) for b in args.budgets.split(",")]
     # one command per policy is fine: points already in --out for other policies are kept
     points = load_budget_points(args.out)

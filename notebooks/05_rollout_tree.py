@@ -59,7 +59,7 @@ print(f"{stats.trajectories} trajectories from {stats.questions} question(s) in 
       f"({stats.sampling_seconds:.1f} s sampling, {stats.search_seconds:.2f} s searching)")
 print(f"{stats.sample_requests} sampling requests over {stats.turns} turns, {stats.search_calls} searches")
 print("how trajectories ended:", stats.end_reasons)
-remember("rollout_05", list(trajectories))
+_ = remember("rollout_05", list(trajectories))
 
 # %% [markdown]
 # ## The tree

@@ -39,7 +39,11 @@ Details worth knowing:
   temperature is 1 and top-k/top-p do not truncate.
 - The returned tokens include the token that ended the sequence (EOS, a stop token id, or the
   token that completed a stop string); `text` decodes them with special tokens skipped.
+- `connect(backend)`: the argument wins, else COURSE_BACKEND, else "local".
+- `<|im_end|>` and `<|endoftext|>` always end a sequence (stop_reason 'stop'), besides `stop`.
 - Losses: per-datum sum over tokens, mean over the datums of one call (see `losses`).
+  `forward_backward_custom` follows the SDK's algorithm (a cross-entropy surrogate weighted by
+  the custom loss's gradient), so its gradient is also divided by the number of datums.
 - One copy of the base weights per process and model; samplers hold LoRA tensors only.
 - `save_weights_and_get_sampling_client()` returns a SamplingClient (as the SDK does), backed
   by an in-memory snapshot. `save_weights_for_sampler(name)` / `save_state(name)` write

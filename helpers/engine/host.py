@@ -339,11 +339,18 @@ def _kv_tokens(job) -> int:
     return job.num_samples * (len(job.prompt) + int(job.params.max_tokens or 0))
 
 
+END_TOKENS = ("<|endoftext|>", "<|im_end|>")  # ChatML end of turn / end of text (Qwen2.5, SmolLM2)
+
+
 def _eos_ids(tokenizer, model) -> set[int]:
+    """Tokens that always end a sequence: the tokenizer's and generation config's EOS, plus the
+    ChatML end markers (the provisioned Qwen config lists only one of them)."""
     ids: set[int] = set()
     for source in (tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
         if isinstance(source, int):
             ids.add(source)
         elif isinstance(source, (list, tuple)):
             ids.update(int(i) for i in source)
+    vocab = tokenizer.get_vocab()
+    ids.update(vocab[t] for t in END_TOKENS if t in vocab)
     return ids

@@ -267,8 +267,9 @@ class TrainingClient:
     def forward_backward_custom(self, data: list[Datum], loss_fn: Callable,
                                 loss_fn_config: dict[str, object] | None = None) -> APIFuture[ForwardBackwardOutput]:
         """Same algorithm as the SDK: forward for logprobs, local autograd, then a linear
-        cross-entropy surrogate whose weights are the negated gradients (so the reduction
-        over datums is the same as for `cross_entropy`)."""
+        cross-entropy surrogate whose weights are the negated gradients. The surrogate goes
+        through the same mean over datums as `cross_entropy`, so the applied gradient is
+        (1/N) * grad(custom loss) for N datums, here as on the remote service."""
         import torch
         from pytrio.client.training import _invoke_custom_loss
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytrio.types import SampleResponse, SampleSequence
 
