@@ -24,8 +24,9 @@ CELL_TIMEOUT_S = 1800  # generous: a busy 2-core machine can be 3-4x slower than
 SYNC = "run `.venv/bin/jupytext --sync notebooks/*.py` (and keep outputs out of the .ipynb)"
 
 
-def test_the_course_has_notebooks_00_to_10():
+def test_the_course_has_notebooks_00_to_10_then_the_second_seed():
     assert [p.name[:2] for p in COURSE] == [f"{i:02d}" for i in range(11)]
+    assert [p.name[:2] for p in ALL if p not in COURSE] == ["11", "12", "13"]
 
 
 @pytest.mark.parametrize("path", ALL, ids=lambda p: p.stem)
@@ -84,7 +85,7 @@ def _text(cell) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.stem)
 def test_notebook_executes_headless_in_the_fast_profile(path, monkeypatch):
     monkeypatch.setenv("COURSE_PROFILE", "fast")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
