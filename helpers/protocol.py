@@ -72,10 +72,23 @@ def system_prompt(search_budget: int | None = None, family: Family = "json") -> 
     """
     if search_budget is not None and search_budget < 0:
         raise ValueError(f"search_budget must be >= 0, got {search_budget}")
+    answer_rule = (
+        "- When you are ready, end with exactly one line of the form `Answer: <short answer>` "
+        "(a few words, no explanation on that line)."
+    )
+    if search_budget == 0:
+        # No search rules and no search example: they would contradict the budget.
+        return "\n".join(
+            [
+                "You answer factual questions.",
+                "Rules:",
+                "- Searching is switched off for this question: answer from what you know, "
+                "without calling any tool.",
+                answer_rule,
+            ]
+        )
     if search_budget is None:
         budget = "You may search several times, each time with a short English query."
-    elif search_budget == 0:
-        budget = "Searching is switched off for this question: answer from what you know."
     else:
         calls = "call" if search_budget == 1 else "calls"
         budget = (
@@ -89,8 +102,7 @@ def system_prompt(search_budget: int | None = None, family: Family = "json") -> 
             "- Search whenever you need evidence you are not sure of. " + budget,
             "- Make exactly one search call per assistant turn, then stop and wait for its result "
             "before you search again.",
-            "- When you are ready, end with exactly one line of the form `Answer: <short answer>` "
-            "(a few words, no explanation on that line).",
+            answer_rule,
             "- Never put a search call and the final answer in the same turn.",
             "",
             "Example. Question: What country was the author of The Little Prince born in?",

@@ -132,7 +132,10 @@ def test_system_prompt_states_the_rules_and_the_budget():
     assert "budget" not in free
     assert "at most 2 search calls" in system_prompt(2)
     assert "at most 1 search call " in system_prompt(1)
-    assert "switched off" in system_prompt(0)
+    off = system_prompt(0)
+    assert "switched off" in off and "Answer: <short answer>" in off
+    # no search rules or search example that would contradict a zero budget
+    assert "tool_call" not in off and "search call" not in off
     assert "<function=search>" in system_prompt(family="xml") and "<function=" not in free
     with pytest.raises(ValueError):
         system_prompt(-1)
