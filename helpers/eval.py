@@ -62,19 +62,7 @@ class EvalConfig:
     def rollout_config(self):
         from helpers.rollout import RolloutConfig
 
-        return RolloutConfig(
-            group_size=1,
-            max_search_calls=self.max_search_calls,
-            max_assistant_turns=self.max_assistant_turns,
-            max_assistant_tokens=self.max_assistant_tokens,
-            max_tool_response_tokens=self.max_tool_response_tokens,
-            max_trajectory_tokens=self.max_trajectory_tokens,
-            search_concurrency=self.search_concurrency,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            seed=self.seed,
-            search_budget=self.search_budget,
-        )
+        return RolloutConfig.from_config(self, group_size=1)
 
     def resolved_label(self) -> str:
         if self.label:

@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from helpers.data import SearchExample
@@ -57,6 +57,13 @@ class RolloutConfig:
     # Budget stated in the system prompt (budget-forced evaluation); None states no limit.
     # The enforced limit is always max_search_calls.
     search_budget: int | None = None
+
+    @classmethod
+    def from_config(cls, source: Any, **overrides: Any) -> "RolloutConfig":
+        """Take every field `source` shares with RolloutConfig (train/eval configs), then `overrides`."""
+        names = {f.name for f in fields(cls)}
+        values = {name: getattr(source, name) for name in names if hasattr(source, name)}
+        return cls(**{**values, **overrides})
 
 
 @dataclass

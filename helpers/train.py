@@ -325,18 +325,8 @@ class TrainConfig:
     def rollout_config(self, step: int = 0):
         from helpers.rollout import RolloutConfig
 
-        return RolloutConfig(
-            group_size=self.group_size,
-            max_search_calls=self.max_search_calls,
-            max_assistant_turns=self.max_assistant_turns,
-            max_assistant_tokens=self.max_assistant_tokens,
-            max_tool_response_tokens=self.max_tool_response_tokens,
-            max_trajectory_tokens=self.max_trajectory_tokens,
-            search_concurrency=self.search_concurrency,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            seed=self.seed * 100_003 + step,  # a fixed seed per step: a resumed step resamples the same
-        )
+        # a fixed seed per step: a resumed step resamples the same
+        return RolloutConfig.from_config(self, seed=self.seed * 100_003 + step)
 
     def resolved_model(self) -> str:
         from helpers import config
