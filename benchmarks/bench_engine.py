@@ -46,7 +46,8 @@ def prompts(tokenizer, count: int) -> list[list[int]]:
     return out
 
 
-def bench_engine(service, model: str, batch: int, max_tokens: int, host) -> float:
+def bench_engine(service, model: str, batch: int, max_tokens: int, host) -> tuple[float, float]:
+    """(new tokens/s of a warm run, seconds of the first run: compilation and graph capture)."""
     import pytrio as trio
 
     sc = service.create_sampling_client(base_model=model)
@@ -60,14 +61,16 @@ def bench_engine(service, model: str, batch: int, max_tokens: int, host) -> floa
                 for p, sp in zip(batch_prompts, params)
             ])
 
+        start = time.perf_counter()
         asyncio.run(run())  # warm-up (and compilation on CUDA)
+        first = time.perf_counter() - start
         start = time.perf_counter()
         responses = asyncio.run(run())
         seconds = time.perf_counter() - start
     finally:
         host.eos_ids = saved_eos
     tokens = sum(len(s.tokens) for r in responses for s in r.sequences)
-    return tokens / seconds
+    return tokens / seconds, first
 
 
 def bench_generate(host, batch: int, max_tokens: int) -> float:
@@ -177,15 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     rows = []
     for batch in [int(b) for b in args.batch_sizes.split(",") if b]:
-        engine = bench_engine(service, args.model, batch, args.max_tokens, host)
+        engine, first = bench_engine(service, args.model, batch, args.max_tokens, host)
         generate = None if args.skip_generate else bench_generate(host, batch, args.max_tokens)
-        row = {"batch": batch, "engine_tok_s": round(engine, 1),
+        row = {"batch": batch, "engine_tok_s": round(engine, 1), "engine_first_call_s": round(first, 1),
                "generate_tok_s": None if generate is None else round(generate, 1),
                "speedup": None if generate is None else round(engine / generate, 2)}
         rows.append(row)
         print(f"batch {batch:>4}: engine {engine:9.1f} tok/s   generate "
               f"{'-' if generate is None else f'{generate:9.1f}'} tok/s   speedup "
-              f"{'-' if generate is None else f'{engine / generate:.2f}x'}", flush=True)
+              f"{'-' if generate is None else f'{engine / generate:.2f}x'}   first call {first:.1f}s", flush=True)
     memory = []
     for shape in [s for s in args.train_shapes.split(",") if s]:
         b, length = (int(x) for x in shape.lower().split("x"))

@@ -355,8 +355,13 @@ def prepare_data(shared: str | Path | None = None, out_dir: str | Path | None = 
 
 
 def load_examples(split: str = "train", data_source: str | None = None,
-                  limit: int | None = None, data_dir: str | Path | None = None) -> list[SearchExample]:
-    """Questions of one split as SearchExample, optionally one data_source, first `limit`."""
+                  limit: int | None = None, data_dir: str | Path | None = None,
+                  skip: int = 0) -> list[SearchExample]:
+    """Questions of one split as SearchExample, optionally one data_source: `limit` after the first `skip`.
+
+    `skip` keeps stages apart: the SFT teacher scripts the first N train questions, GRPO starts
+    after them, so the policy is not rewarded on questions it has just imitated.
+    """
     if split not in SPLITS + EXTRA_SPLITS:
         raise ValueError(f"split must be one of {SPLITS + EXTRA_SPLITS}, got {split!r}")
     path = Path(data_dir or config.DATA_DIR) / f"{split}.jsonl"
@@ -368,9 +373,9 @@ def load_examples(split: str = "train", data_source: str | None = None,
             continue
         examples.append(SearchExample(id=raw["id"], question=raw["question"],
                                       answers=list(raw["answers"]), data_source=raw["data_source"]))
-        if limit is not None and len(examples) >= limit:
+        if limit is not None and len(examples) >= skip + limit:
             break
-    return examples
+    return examples[skip:]
 
 
 def load_rows(split: str, data_dir: str | Path | None = None) -> list[dict[str, Any]]:

@@ -48,10 +48,11 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "common": {"model": "qwen2.5-0.5b", "lora_rank": 16},
         "sft": dict(limit=800, epochs=2, batch_size=16, learning_rate=2e-4, micro_batch_datums=16,
                     micro_batch_tokens=32768, max_tool_response_tokens=768),
-        "grpo": dict(max_steps=40, questions_per_batch=16, group_size=8, learning_rate=1e-4, save_every=5,
+        # skip=800: GRPO's questions are the train questions SFT did not script
+        "grpo": dict(max_steps=200, questions_per_batch=16, group_size=8, learning_rate=1e-4, save_every=5, skip=800,
                      temperature=1.0, micro_batch_datums=32, micro_batch_tokens=65536, search_concurrency=16,
                      **_H200_BUDGETS),
-        "eval": dict(split="test", limit=None, batch_size=200, temperature=0.0, search_concurrency=16, **_H200_BUDGETS),
+        "eval": dict(split="test", limit=None, batch_size=600, temperature=0.0, search_concurrency=16, **_H200_BUDGETS),
         "run": dict(grpo_minutes=12.0),
     },
     # Same script on CPU with the 135M model and tiny budgets: proves the plumbing, not the learning.
@@ -59,7 +60,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "common": {"model": "smollm2-135m", "lora_rank": 8},
         "sft": dict(limit=2, epochs=1, batch_size=2, learning_rate=2e-4, micro_batch_datums=2,
                     micro_batch_tokens=8192, max_tool_response_tokens=400),
-        "grpo": dict(max_steps=1, questions_per_batch=1, group_size=2, learning_rate=1e-4, save_every=1,
+        "grpo": dict(max_steps=1, questions_per_batch=1, group_size=2, learning_rate=1e-4, save_every=1, skip=2,
                      micro_batch_datums=2, micro_batch_tokens=8192, search_concurrency=2, **_CPU_BUDGETS),
         "eval": dict(split="test", limit=2, batch_size=2, temperature=0.0, search_concurrency=2, **_CPU_BUDGETS),
         "run": dict(grpo_minutes=10.0),
@@ -118,6 +119,9 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
         setattr(target, name, _coerce(type(target), name, value))
     if grpo.lora_rank != sft.lora_rank or grpo.model != sft.model:
         raise SystemExit("GRPO starts from the SFT checkpoint: model and lora_rank must match")
+    if grpo.split == sft.split and (sft.limit is None or grpo.skip < sft.limit):
+        print(f"warning: GRPO questions overlap the {sft.limit or 'all'} SFT questions "
+              f"(grpo.skip={grpo.skip}); set grpo.skip >= sft.limit to keep them apart", flush=True)
     return Plan(out_path, work_path, sft, grpo, evaluation, grpo_minutes)
 
 
@@ -164,13 +168,19 @@ def grpo_policy_path(plan: Plan) -> str | None:
     return last["path"] if last else None
 
 
-def stage_eval(plan: Plan, max_minutes: float | None) -> dict[str, str]:
+def stage_eval(plan: Plan, max_minutes: float | None, only: Sequence[str] | None = None) -> dict[str, str]:
     started = time.perf_counter()
+    labels = [label for label, _, _ in EVALS]
+    unknown = sorted(set(only or ()) - set(labels))
+    if unknown:
+        raise SystemExit(f"--only: unknown evaluation(s) {unknown}; choose from {labels}")
     folder = plan.out / "eval"
     folder.mkdir(parents=True, exist_ok=True)
     done: dict[str, str] = {}
     durations: list[float] = []
     for label, mode, source in EVALS:
+        if only and label not in only:
+            continue
         path = folder / f"{label}.jsonl"
         if path.exists():
             done[label] = str(path)
@@ -303,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-budget-min", type=float, default=None,
                         help="budget of the whole command; GRPO gets what is left after SFT minus the eval reserve")
     parser.add_argument("--eval-reserve-min", type=float, default=6.0)
+    parser.add_argument("--only", default=None, help="eval stage: comma list of evaluations to run (default all)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
     args = parser.parse_args(argv)
     out = args.out or f"results/{args.preset}"
@@ -344,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         left = remaining()
         if left is not None:
             limit = left - 0.5 if limit is None else min(limit, left - 0.5)
-        stage_eval(plan, limit)
+        stage_eval(plan, limit, only=args.only.split(",") if args.only else None)
     if "report" in stages:
         print(f"report: {stage_report(plan)}", flush=True)
     return 0

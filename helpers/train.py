@@ -317,6 +317,7 @@ class TrainConfig:
     split: str = "train"
     data_source: str | None = None
     limit: int | None = None  # use only the first N questions of the split (tiny runs)
+    skip: int = 0  # leave out the first N questions of the split (the ones SFT scripted)
     init_from: str | None = None  # an SFT checkpoint (save_state path) to start from
     out: str = "results/runs/grpo"
     max_minutes: float | None = None  # stop (with a checkpoint) before this wall-clock budget
@@ -601,7 +602,8 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
     if examples is None:
         from helpers.data import load_examples
 
-        examples = load_examples(config.split, data_source=config.data_source, limit=config.limit)
+        examples = load_examples(config.split, data_source=config.data_source, limit=config.limit,
+                                 skip=config.skip)
     run.write_json("config.json", {"train": dataclasses.asdict(config), "model": model})
     session = TrainingSession(config, service, training_client, tokenizer, search_client, list(examples), run, start_step)
     session.optimised = bool(last and last.get("has_optimizer", True))

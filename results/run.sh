@@ -1,17 +1,101 @@
 #!/usr/bin/env bash
-# The H200 experiment, in commands of at most ~9 minutes each (every stage resumes where it stopped).
-#   bash results/run.sh            # all stages, one after the other
-#   bash results/run.sh grpo       # one stage (sft | grpo | eval | report)
-# Outputs: results/h200/ (metrics, eval JSONL, tables, plots, adapter); checkpoints: runs/h200/ (ignored).
+# The whole experiment in one command: about 20 minutes on one H200.
+#
+#   bash results/run.sh                       # preset h200: results/h200 + results/efficiency
+#   PRESET=cpu-dry bash results/run.sh /tmp/r/h200 /tmp/w   # the same plumbing, tiny, on a CPU
+#
+# 1. SFT warm start (scripted teacher, train questions 1-800).
+# 2. Then four tracks side by side on the one GPU (decoding is launch-bound, so they overlap well):
+#    A  GRPO with the exact-match reward on train questions 801+ -> eval sft_grpo -> budget sweep
+#    B  eval sft (and any base evaluation not yet in OUT/eval) -> budget sweeps of base and sft
+#    C  efficiency comparison, plain exact-match reward   (helpers.efficiency compare, issue 7)
+#    D  efficiency comparison, gated reward with penalties
+# 3. The report (OUT/README.md, tables, plots, the final adapter).
+# Every stage resumes or is skipped when its output exists; logs go to OUT/logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
-RUN=("$PY" -m helpers.experiment --preset h200 --out results/h200 --work runs/h200)
-stage=${1:-all}
-if [[ $stage == all || $stage == sft ]]; then "${RUN[@]}" --stage sft; fi
-if [[ $stage == all || $stage == grpo ]]; then
-  "${RUN[@]}" --stage grpo --max-minutes 8
-  "${RUN[@]}" --stage grpo --max-minutes 4   # resumes from the last checkpoint, same data order
-fi
-if [[ $stage == all || $stage == eval ]]; then "${RUN[@]}" --stage eval --max-minutes 8; fi
-if [[ $stage == all || $stage == report ]]; then "${RUN[@]}" --stage report; fi
+PRESET=${PRESET:-h200}
+OUT=${1:-results/$PRESET}
+WORK=${2:-runs/$PRESET}
+EFF=${EFF_OUT:-$(dirname "$OUT")/efficiency}
+GRPO_MIN=${GRPO_MIN:-9}          # GRPO wall-clock minutes (it checkpoints and stops cleanly)
+EFF_MIN=${EFF_MIN:-7}            # each efficiency run
+EFF_Q=${EFF_Q:-8}                # questions per step in the efficiency runs
+EFF_STEPS=${EFF_STEPS:-1000}
+BUDGET_Q=${BUDGET_Q:-100}        # test questions per budget in the sweep
+BUDGETS=${BUDGETS:-0,1,2,3,4,5,6,7,8,9,10}
+LOGS=$OUT/logs
+mkdir -p "$LOGS" "$EFF"
+RUN=("$PY" -m helpers.experiment --preset "$PRESET" --out "$OUT" --work "$WORK")
+MODEL=$("$PY" -c "from helpers.experiment import make_plan; print(make_plan('$PRESET', 'x').grpo.model)" 2>/dev/null | tail -1)
+echo "$(date -u +%FT%TZ) start preset=$PRESET model=$MODEL out=$OUT work=$WORK" | tee -a "$LOGS/run.log"
+
+"${RUN[@]}" --stage sft >"$LOGS/sft.log" 2>&1
+field() { "$PY" -c "import json; print(json.load(open('$WORK/sft/result.json'))['$1'])"; }
+SFT_STATE=$(field state_path)
+SFT_SAMPLER=$(field sampler_path)
+echo "$(date -u +%FT%TZ) sft done" | tee -a "$LOGS/run.log"
+
+# the GRPO flags of the preset, for the efficiency runs (same budgets, rank, questions)
+EFF_FLAGS=$("$PY" - "$PRESET" <<'EOF'
+import dataclasses, sys
+from helpers.experiment import make_plan
+grpo = make_plan(sys.argv[1], "x").grpo
+skip = {"out", "init_from", "max_minutes", "resume", "max_steps", "questions_per_batch", "backend",
+        "data_source", "limit", "save_every"}
+flags = []
+for f in dataclasses.fields(grpo):
+    value = getattr(grpo, f.name)
+    if f.name in skip or value is None:
+        continue
+    name = f.name.replace("_", "-")
+    flags += ([f"--{name}"] if value else [f"--no-{name}"]) if isinstance(value, bool) else [f"--{name}", str(value)]
+print(" ".join(flags))
+EOF
+)
+budget() {  # budget <out json> NAME=PATH ...
+  local out=$1; shift
+  local policies=()
+  for p in "$@"; do policies+=(--policy "$p"); done
+  "$PY" -m helpers.efficiency budget --model "$MODEL" --limit "$BUDGET_Q" --budgets "$BUDGETS" \
+    --out "$out" "${policies[@]}"
+}
+
+(
+  "${RUN[@]}" --stage grpo --max-minutes "$GRPO_MIN"
+  "${RUN[@]}" --stage eval --only sft_grpo
+  POLICY=$("$PY" -c "from helpers.experiment import make_plan, grpo_policy_path; print(grpo_policy_path(make_plan('$PRESET', '$OUT', '$WORK')))" | tail -1)
+  budget "$EFF/budget_sft_grpo.json" "sft_grpo=$POLICY"
+) >"$LOGS/track_a_grpo.log" 2>&1 &
+A=$!
+(
+  "${RUN[@]}" --stage eval --only base_closed_book,base_rag,base_agent,sft
+  budget "$EFF/budget_base_sft.json" "base=" "sft=$SFT_SAMPLER"
+) >"$LOGS/track_b_eval.log" 2>&1 &
+B=$!
+for reward in exact_match gated; do
+  # shellcheck disable=SC2086
+  "$PY" -m helpers.efficiency compare --rewards "$reward" --model "$MODEL" --init-from "$SFT_STATE" \
+    $EFF_FLAGS --questions-per-batch "$EFF_Q" --max-steps "$EFF_STEPS" --max-minutes "$EFF_MIN" \
+    --out "$EFF" >"$LOGS/track_eff_$reward.log" 2>&1 &
+  eval "E_$reward=\$!"
+done
+status=0
+for pid in $A $B $E_exact_match $E_gated; do wait "$pid" || status=1; done
+echo "$(date -u +%FT%TZ) tracks done (status $status)" | tee -a "$LOGS/run.log"
+
+"$PY" - "$EFF" <<'EOF'
+# one budget file for the notebooks: base, sft, sft_grpo
+import json, sys
+from pathlib import Path
+eff = Path(sys.argv[1])
+points = []
+for name in ("budget_base_sft.json", "budget_sft_grpo.json"):
+    if (eff / name).exists():
+        points += json.loads((eff / name).read_text())
+(eff / "budget_sweep.json").write_text(json.dumps(points, indent=1))
+EOF
+"${RUN[@]}" --stage report >"$LOGS/report.log" 2>&1
+echo "$(date -u +%FT%TZ) done" | tee -a "$LOGS/run.log"
+exit $status

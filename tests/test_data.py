@@ -152,6 +152,9 @@ def test_prepare_data_and_load_examples(tmp_path, monkeypatch, capsys):
     assert not (test_ids & val_ids) and not (test_ids & {e.id for e in train})
     assert [e.data_source for e in data.load_examples("test", "hotpotqa", data_dir=out)] == ["hotpotqa"] * 2
     assert len(data.load_examples("train", limit=2, data_dir=out)) == 2
+    ids = [e.id for e in train]
+    assert [e.id for e in data.load_examples("train", limit=2, skip=1, data_dir=out)] == ids[1:3]
+    assert [e.id for e in data.load_examples("train", skip=2, data_dir=out)] == ids[2:]
     fullwiki = data.load_rows("fullwiki", data_dir=out)
     assert {r["id"]: r["metadata"]["answer_in_corpus"] for r in fullwiki} == found
     assert {r["data_source"] for r in fullwiki} == {"hotpotqa_fullwiki"}

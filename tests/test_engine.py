@@ -306,3 +306,39 @@ def test_auto_shift_predicts_the_next_label(training, prompt):
     auto = training.forward([unshifted], auto_shift=True).result().loss_fn_outputs[0]["logprobs"].data
     assert auto[0] == 0.0 and len(auto) == len(prompt)
     assert auto[1:] == pytest.approx(shifted, abs=1e-5)
+
+
+def test_compiled_decode_step_recompiles_a_few_times_not_once_per_shape(service, tokenizer, monkeypatch):
+    """Static decoding over many (rows, cache length) buckets: dynamo compiles at most 3 graphs.
+
+    One graph per bucket cost the first H200 GRPO step 254 s of compilation.
+    """
+    import torch
+    from torch._dynamo.utils import counters
+
+    from helpers.engine.host import get_host
+
+    monkeypatch.setenv("COURSE_ENGINE_STATIC", "1")
+    monkeypatch.setenv("COURSE_ENGINE_COMPILE", "eager")
+    host = get_host(MODEL)
+    host._steps.clear()
+    torch._dynamo.reset()
+    counters.clear()
+    sc = service.create_sampling_client(base_model=MODEL)
+    try:
+        # four shapes: rows 2 / 9 -> buckets 8 / 16; ~12 / ~560 prompt tokens -> cache 512 / 1024
+        for rows, words in ((2, 10), (9, 10), (2, 550), (9, 550)):
+            prompt = list(tokenizer.encode("hello " * words))
+
+            async def batch():
+                return await asyncio.gather(*[
+                    sc.sample_async(prompt=trio.ModelInput.from_ints(prompt + [i]), num_samples=1,
+                                    sampling_params=params(max_tokens=2, seed=i)) for i in range(rows)])
+
+            responses = asyncio.run(batch())
+            assert all(len(r.sequences[0].tokens) >= 1 for r in responses)
+        assert 1 <= counters["stats"]["unique_graphs"] <= 3
+        assert not counters["graph_break"]
+    finally:
+        host._steps.clear()
+        torch._dynamo.reset()

@@ -22,6 +22,26 @@ def test_presets_share_budgets_between_grpo_and_eval():
     h200 = make_plan("h200", "results/h200")
     assert h200.grpo.model == "qwen2.5-0.5b" and h200.work == Path("runs/h200")
     assert h200.grpo.questions_per_batch * h200.grpo.group_size == 128
+    assert h200.grpo.skip >= h200.sft.limit  # GRPO never trains on questions SFT scripted
+
+
+def test_overlapping_sft_and_grpo_questions_are_flagged(capsys):
+    make_plan("h200", "o", overrides=["grpo.skip=0"])
+    assert "overlap" in capsys.readouterr().out
+    make_plan("h200", "o")
+    assert "overlap" not in capsys.readouterr().out
+
+
+def test_eval_stage_runs_only_the_named_evaluations(tmp_path, monkeypatch):
+    import helpers.experiment as experiment
+
+    plan = make_plan("cpu-dry", str(tmp_path / "results"), str(tmp_path / "work"))
+    ran = []
+    monkeypatch.setattr(experiment, "evaluate", lambda config: ran.append(config.label) or [])
+    experiment.stage_eval(plan, None, only=["base_rag", "base_closed_book"])
+    assert ran == ["base_closed_book", "base_rag"]  # table order, nothing else
+    with pytest.raises(SystemExit, match="unknown"):
+        experiment.stage_eval(plan, None, only=["sft_rl"])
 
 
 def test_overrides_are_typed_and_checked():

@@ -7,7 +7,8 @@ token, a stop token id, a stop string, or `max_tokens`), so the batch shrinks as
 
 Randomness: each row draws its uniforms from its own `random.Random`, seeded from
 `(seed, sample index)` when the request has a seed, so results do not depend on what else was
-in the batch. Tokens are drawn by inverse-CDF over the (temperature, top-k, top-p) distribution.
+in the batch. Tokens are drawn by inverse-CDF over the (temperature, top-k, top-p) distribution;
+the uniforms of all steps are drawn before decoding starts and live on the device.
 
 Logprobs: the returned logprob of a sampled token is its log-probability under the model
 itself (log-softmax of the raw logits, temperature 1), the quantity the trainer computes for
@@ -98,31 +99,80 @@ def make_rows(jobs, eos_ids: set[int]) -> list[Row]:
     return rows
 
 
-def draw(logits, rows: list[Row]):
-    """One token per row from fp32 logits [B, V]; returns (tokens [B], model logprobs [B])."""
+class DrawParams:
+    """Per-row sampling settings as device tensors, built once per decode batch.
+
+    Uniforms for every step are drawn up front from each row's own generator (one per step,
+    in order), so the decode loop never moves data from the host to the device.
+    """
+
+    def __init__(self, rows: list[Row], device, batch: int | None = None, steps: int | None = None) -> None:
+        import torch
+
+        batch = batch or len(rows)
+        steps = steps or max(r.max_tokens for r in rows)
+        filler = batch - len(rows)  # static-shape filler rows: plain sampling, ignored
+        temps = [max(r.temperature, 1e-6) for r in rows] + [1.0] * filler
+        self.temps = torch.tensor(temps, device=device, dtype=torch.float32)[:, None]
+        uniforms = [[max(r.rng.random(), 1e-12) for _ in range(r.max_tokens)] + [0.5] * (steps - r.max_tokens)
+                    for r in rows] + [[0.5] * steps] * filler
+        self.uniforms = torch.tensor(uniforms, dtype=torch.float64).to(device)
+        self.truncate = any(r.top_k > 0 or r.top_p < 1.0 for r in rows)
+        if self.truncate:
+            # top-k of 0 or -1 means no limit: a rank no row can reach
+            self.top_k = torch.tensor([r.top_k if r.top_k > 0 else 1 << 30 for r in rows] + [1 << 30] * filler,
+                                      device=device)[:, None]
+            self.top_p = torch.tensor([r.top_p for r in rows] + [1.0] * filler, device=device,
+                                      dtype=torch.float32)[:, None]
+        self.greedy = None
+        if any(r.temperature <= 0 for r in rows):  # decided in Python: no device sync
+            self.greedy = torch.tensor([r.temperature <= 0 for r in rows] + [False] * filler, device=device)
+
+    def select(self, index) -> "DrawParams":
+        """The same settings for a subset of rows (the dynamic path drops finished rows)."""
+        import copy
+
+        other = copy.copy(self)
+        for name in ("temps", "uniforms", "top_k", "top_p", "greedy"):
+            value = getattr(self, name, None)
+            if value is not None:
+                setattr(other, name, value.index_select(0, index))
+        return other
+
+
+def draw(logits, params: DrawParams, step: int):
+    """One token per row from logits [B, V] at decode step `step`; returns (tokens [B], model logprobs [B])."""
     import torch
 
-    device = logits.device
+    logits = logits.float()
     logp = torch.log_softmax(logits, dim=-1)
-    temps = torch.tensor([max(r.temperature, 1e-6) for r in rows], device=device, dtype=logits.dtype)
-    u = torch.tensor([max(r.rng.random(), 1e-12) for r in rows], device=device, dtype=torch.float64)
-    probs = torch.softmax(logits / temps[:, None], dim=-1)
-    truncate = any(r.top_k > 0 or r.top_p < 1.0 for r in rows)
-    if truncate:
+    probs = torch.softmax(logits / params.temps, dim=-1)
+    if params.truncate:
         probs, order = probs.sort(dim=-1, descending=True)
-        ranks = torch.arange(probs.shape[-1], device=device)
-        top_k = torch.tensor([r.top_k if r.top_k > 0 else probs.shape[-1] for r in rows], device=device)
-        top_p = torch.tensor([r.top_p for r in rows], device=device, dtype=probs.dtype)
+        ranks = torch.arange(probs.shape[-1], device=logits.device)
         before = probs.cumsum(-1) - probs  # mass strictly before each token: the first always stays
-        drop = (ranks[None, :] >= top_k[:, None]) | (before > top_p[:, None])
+        drop = (ranks[None, :] >= params.top_k) | (before > params.top_p)
         probs = probs.masked_fill(drop, 0.0)
     cdf = probs.double().cumsum(-1)
+    u = params.uniforms[:, step]
     pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=probs.shape[-1] - 1)
-    tokens = order.gather(1, pick).squeeze(1) if truncate else pick.squeeze(1)
-    if any(r.temperature <= 0 for r in rows):  # decided in Python: no device sync
-        greedy = torch.tensor([r.temperature <= 0 for r in rows], device=device)
-        tokens = torch.where(greedy, logits.argmax(-1), tokens)
+    tokens = order.gather(1, pick).squeeze(1) if params.truncate else pick.squeeze(1)
+    if params.greedy is not None:
+        tokens = torch.where(params.greedy, logits.argmax(-1), tokens)
     return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
+
+
+def _accept(row: Row, token: int, logprob: float, tokenizer) -> bool:
+    """Append one sampled token to a running row; True if the row goes on."""
+    row.tokens.append(token)
+    row.logprobs.append(logprob)
+    if token in row.stop_ids or _stopped_by_string(row, tokenizer):
+        row.stop_reason = "stop"
+    elif len(row.tokens) >= row.max_tokens:
+        row.stop_reason = "length"
+    else:
+        return True
+    return False
 
 
 def _stopped_by_string(row: Row, tokenizer) -> bool:
@@ -173,49 +223,41 @@ def _prefill(host, rows):
     out = host.forward_model()(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
                                logits_to_keep=1, **{_cache_argument(host): cache})
     index = torch.tensor(source, device=device)
-    logits = out.logits[:, -1].float().index_select(0, index)
+    logits = out.logits[:, -1].index_select(0, index)
     return logits, (cache, index), mask.index_select(0, index), positions[:, -1].index_select(0, index) + 1
 
 
-def _advance(host, rows: list[Row], active: list[int], logits) -> tuple[list[int], object]:
-    """Draw one token for each active row; returns (positions in `active` still running, tokens)."""
-    batch_rows = [rows[i] for i in active]
-    tokens, logps = draw(logits, batch_rows)
-    keep = []
-    for j, (r, t, lp) in enumerate(zip(batch_rows, tokens.tolist(), logps.tolist())):
-        r.tokens.append(t)
-        r.logprobs.append(lp)
-        if t in r.stop_ids or _stopped_by_string(r, host.tokenizer):
-            r.stop_reason = "stop"
-        elif len(r.tokens) >= r.max_tokens:
-            r.stop_reason = "length"
-        else:
-            keep.append(j)
-    return keep, tokens
-
-
 def _decode_dynamic(host, rows, logits, prefix, mask, next_pos) -> None:
-    """Eager decode with a DynamicCache; finished rows leave the batch (the cache shrinks)."""
+    """Eager decode with a DynamicCache; finished rows leave the batch (the cache shrinks).
+
+    The CPU path: there, fewer rows means less work, and a host sync per step costs nothing.
+    """
     import torch
 
     model, device, cache_arg = host.forward_model(), host.device, _cache_argument(host)
     cache, index = prefix
     cache.batch_select_indices(index)
+    params = DrawParams(rows, device)
     active = list(range(len(rows)))
+    step = 0
     while True:
-        keep, tokens = _advance(host, rows, active, logits)
+        tokens, logps = draw(logits, params, step)
+        keep = [j for j, (t, lp) in enumerate(zip(tokens.tolist(), logps.tolist()))
+                if _accept(rows[active[j]], t, lp, host.tokenizer)]
         if not keep:
             return
         if len(keep) < len(active):
             sel = torch.tensor(keep, device=device)
             cache.batch_select_indices(sel)
             mask, next_pos, tokens = mask.index_select(0, sel), next_pos.index_select(0, sel), tokens.index_select(0, sel)
+            params = params.select(sel)
             active = [active[j] for j in keep]
         mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
         out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None],
                     use_cache=True, **{cache_arg: cache})
-        logits = out.logits[:, -1].float()
+        logits = out.logits[:, -1]
         next_pos = next_pos + 1
+        step += 1
 
 
 def _bucket_rows(n: int) -> int:
@@ -225,12 +267,20 @@ def _bucket_rows(n: int) -> int:
     return size
 
 
+LENGTH_BUCKET = 512  # static cache lengths are multiples of this: few shapes, few CUDA graphs
+
+
 def _decode_static(host, rows, logits, prefix, mask, next_pos) -> None:
     """Decode with a static KV cache and fixed shapes, so the step can be compiled (CUDA graphs).
 
-    Shapes are bucketed (rows to a power of two >= 8, cache length to a multiple of 256), so a
+    Shapes are bucketed (rows to a power of two >= 8, cache length to a multiple of 512), so a
     training run reuses a handful of compiled graphs. Finished and filler rows keep running
     (their outputs are ignored): on a GPU that is cheaper than changing shapes.
+
+    No host sync in the loop's critical path: step t's tokens are copied to pinned host memory
+    without blocking, and the host reads them (stop checks, bookkeeping) only after step t+1
+    has been queued, so the GPU always has work while Python runs. Stopping is therefore
+    noticed one step late; that step's output is discarded.
     """
     import torch
 
@@ -238,7 +288,8 @@ def _decode_static(host, rows, logits, prefix, mask, next_pos) -> None:
     dyn_cache, index = prefix
     n_rows, width = len(rows), mask.shape[1]
     batch = _bucket_rows(n_rows)
-    length = -(-(width + max(r.max_tokens for r in rows)) // 256) * 256
+    steps = max(r.max_tokens for r in rows)
+    length = -(-(width + steps) // LENGTH_BUCKET) * LENGTH_BUCKET
     fill = torch.zeros(batch - n_rows, dtype=index.dtype, device=device)
     full_index = torch.cat([index, fill])  # filler rows copy prompt 0
     cache = host.static_cache(batch, length)
@@ -255,17 +306,56 @@ def _decode_static(host, rows, logits, prefix, mask, next_pos) -> None:
     full_mask[:n_rows, :width] = mask
     full_mask[n_rows:, :width] = mask[:1]
     positions = torch.cat([next_pos, next_pos[:1].expand(batch - n_rows)])[:, None].clone()
+    logits = torch.cat([logits, logits[:1].expand(batch - n_rows, -1)])
     feed = torch.zeros((batch, 1), dtype=torch.long, device=device)
-    step = host.decode_step()
-    active = list(range(n_rows))
-    for _ in range(length - width):
-        keep, tokens = _advance(host, rows, active, logits)
-        if not keep:
-            return
-        feed[torch.tensor(active, device=device), 0] = tokens
-        active = [active[j] for j in keep]
-        logits = step(feed, positions, full_mask, cache)[torch.tensor(active, device=device)].float()
-        positions += 1
+    params = DrawParams(rows, device, batch=batch, steps=steps)
+    forward = host.decode_step()
+    mirror = _HostMirror(device, batch)
+    running = set(range(n_rows))
+    for t in range(steps):
+        tokens, logps = draw(logits, params, t)
+        mirror.push(t, tokens, logps)
+        if t + 1 < steps:
+            feed.copy_(tokens[:, None])
+            logits = forward(feed, positions, full_mask, cache)
+            positions += 1
+        if t > 0:
+            _collect(host, rows, running, mirror.pop(t - 1))
+            if not running:
+                return
+    _collect(host, rows, running, mirror.pop(steps - 1))
+
+
+class _HostMirror:
+    """Two pinned host slots that receive each step's tokens and logprobs without a sync."""
+
+    def __init__(self, device: str, batch: int) -> None:
+        import torch
+
+        pinned = device == "cuda"
+        self.tokens = torch.empty((2, batch), dtype=torch.long, pin_memory=pinned)
+        self.logps = torch.empty((2, batch), dtype=torch.float32, pin_memory=pinned)
+        self.events = [torch.cuda.Event() for _ in range(2)] if pinned else None
+
+    def push(self, step: int, tokens, logps) -> None:
+        slot = step % 2
+        self.tokens[slot].copy_(tokens, non_blocking=self.events is not None)
+        self.logps[slot].copy_(logps.float(), non_blocking=self.events is not None)
+        if self.events is not None:
+            self.events[slot].record()
+
+    def pop(self, step: int) -> tuple[list[int], list[float]]:
+        slot = step % 2
+        if self.events is not None:
+            self.events[slot].synchronize()
+        return self.tokens[slot].tolist(), self.logps[slot].tolist()
+
+
+def _collect(host, rows: list[Row], running: set[int], step_output) -> None:
+    tokens, logps = step_output
+    for i in list(running):
+        if not _accept(rows[i], tokens[i], logps[i], host.tokenizer):
+            running.discard(i)
 
 
 def _cache_argument(host) -> str:
