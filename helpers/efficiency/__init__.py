@@ -1,0 +1,103 @@
+"""Efficiency-aware rewards from the second seed (Perplexity's post-training of search agents).
+
+The plain Search-R1 reward only asks "was the answer right?". A policy trained on it has no reason
+to stop searching or to stop talking. This module adds the gated reward
+
+    R(tau) = r_base(tau) * s(tau) - pen_eff(tau),      pen_eff = lam_tool * pen_tool + lam_len * pen_len
+
+- r_base in {0, 1}: exact match (the gate: no preference credit without a correct answer);
+- s in [0, 1]: a pluggable preference score (default 1, i.e. no preference model);
+- pen_tool: a group-anchored tool-call penalty (calls beyond what the group's winners needed);
+- pen_len: a length penalty against reference lengths (verbose winners, terse losers).
+
+Design decisions the seed leaves open (each one is tested in tests/test_efficiency.py):
+
+1. The tool-call baseline b_g ~ Unif(min, ceil(mean)) over the winners' effective calls is an
+   *integer* uniform, both ends included. Calls are counts, so an integer baseline keeps
+   Delta = max(0, c - b_g) a whole number of surplus calls.
+2. A group with no winner has no efficient solution to anchor on, so no surplus is measured:
+   Delta = 0 for everyone and pen_tool = beta_lose for every member. The penalty is then the same
+   constant for the whole group and cancels in the group-mean advantage: a group where nobody
+   found the answer is never pushed towards searching less (that would suppress exploration).
+3. The hard length cap compares against the group's reference lengths: a trajectory longer than
+   every reference generation of its group gets pen_len = 1.
+4. When no reference lengths are given, the group's own lengths are the reference (a cheap
+   self-anchored fallback; the hard cap then never fires).
+5. Effective calls are clipped at 0 (c - failed >= 0 even if a count was recorded oddly).
+
+Also here: budget-forced evaluation (`budget_sweep`, the tool-efficiency curve), a GRPO step with
+the gated reward (`reward_step`, `train_with_reward`; an adapter until helpers.train has a reward
+hook), the notebook widgets and exercise checkers, and a command line:
+
+    python -m helpers.efficiency compare ...   # GRPO with exact match and with the gated reward
+    python -m helpers.efficiency budget ...    # accuracy and tokens vs search budget b = 0..10
+
+Modules: rewards (the gated reward and its penalties), budget (budget-forced evaluation),
+training (GRPO with the gated reward), widgets (notebook views and exercise checks), cli.
+Every name is re-exported here: use `from helpers import efficiency as eff; eff.<name>`.
+"""
+
+from __future__ import annotations
+
+# the single-file module had these at top level too; kept so no attribute disappears
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from helpers.efficiency.budget import (
+    BUDGETS,
+    BudgetPoint,
+    budget_config,
+    budget_point,
+    budget_sweep,
+    load_budget_points,
+    plot_tool_efficiency,
+    trajectory_cost,
+)
+from helpers.efficiency.cli import main, sampling_client_for
+from helpers.efficiency.rewards import (
+    EfficiencyBreakdown,
+    EfficiencyConfig,
+    PreferenceFn,
+    _as_rng,
+    apply_efficiency_rewards,
+    apply_efficiency_rewards_batch,
+    baseline_range,
+    effective_calls,
+    failed_calls_of,
+    gated_reward,
+    generated_length,
+    group_by_question,
+    length_baselines,
+    length_penalties,
+    make_group_reward_fn,
+    sample_tool_baseline,
+    score_group,
+    tool_penalties,
+)
+from helpers.efficiency.training import (
+    REWARDS,
+    ReferenceLengths,
+    _score_only,
+    load_metrics,
+    plot_reward_comparison,
+    reward_step,
+    train_with_reward,
+)
+from helpers.efficiency.widgets import (
+    _numbers,
+    _report,
+    breakdown_html,
+    budget_curve_widget,
+    check_best_budget,
+    check_length_penalty,
+    check_no_winner_advantages,
+    check_tokens_per_correct,
+    check_tool_penalties,
+    check_turns_for_budget,
+    group_numbers,
+    penalty_explorer,
+)

@@ -1,0 +1,95 @@
+"""The command line: python -m helpers.efficiency compare | budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from helpers.efficiency.budget import BUDGETS
+from helpers.efficiency.rewards import EfficiencyConfig
+
+
+def sampling_client_for(service: Any, model: str, checkpoint: str | None) -> Any:
+    """A sampler for the base model (checkpoint None), a sampler export, or a save_state path."""
+    if not checkpoint:
+        return service.create_sampling_client(base_model=model)
+    try:
+        return service.create_sampling_client(base_model=model, model_path=checkpoint)
+    except Exception:  # a training state the service will not sample from directly
+        return service.create_training_client_from_state(checkpoint).save_weights_and_get_sampling_client()
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """python -m helpers.efficiency compare | budget  (see --help of each)."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    # `package.<name>`: looked up on helpers.efficiency, so tests can patch eff.<name> as before
+    from helpers import efficiency as package
+    from helpers.train import TrainConfig, add_config_arguments, config_from_args
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.efficiency")
+    sub = parser.add_subparsers(dest="command", required=True)
+    compare = sub.add_parser("compare", help="GRPO with the plain and with the gated reward")
+    add_config_arguments(compare, TrainConfig, TrainConfig(max_steps=10, questions_per_batch=4,
+                                                            group_size=4, out="results/efficiency"))
+    compare.add_argument("--rewards", default="exact_match,gated")
+    compare.add_argument("--length-reference", default="group", choices=("group", "initial"))
+    for f in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty"):
+        compare.add_argument("--" + f.replace("_", "-"), dest=f, type=float,
+                             default=getattr(EfficiencyConfig(format_penalty=0.1), f))
+    budget = sub.add_parser("budget", help="budget-forced evaluation, b = 0 .. 10")
+    budget.add_argument("--model", default=None)
+    budget.add_argument("--policy", action="append", default=[],
+                        help="NAME=CHECKPOINT (sampler weights or save_state path); NAME= for the base")
+    budget.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    budget.add_argument("--split", default="test")
+    budget.add_argument("--limit", type=int, default=50)
+    budget.add_argument("--max-assistant-tokens", type=int, default=256)
+    budget.add_argument("--max-tool-response-tokens", type=int, default=512)
+    budget.add_argument("--max-trajectory-tokens", type=int, default=8192)
+    budget.add_argument("--temperature", type=float, default=0.6)
+    budget.add_argument("--out", default="results/efficiency/budget_sweep.json")
+    args = parser.parse_args(argv)
+
+    if args.command == "compare":
+        train_config = config_from_args(TrainConfig, args)
+        eff_config = EfficiencyConfig(**{f: getattr(args, f) for f in (
+            "lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty")})
+        summaries = {}
+        for reward in args.rewards.split(","):
+            import dataclasses
+
+            cfg = dataclasses.replace(train_config, out=str(Path(train_config.out) / reward))
+            summaries[reward] = package.train_with_reward(cfg, reward, efficiency=eff_config,
+                                                  length_reference=args.length_reference)
+        print(json.dumps(summaries, indent=2, default=str))
+        return summaries
+
+    from helpers import config as course_config
+    from helpers.data import load_examples
+    from helpers.engine import connect
+    from helpers.rollout import RolloutConfig
+    from helpers.search import create_search_client
+
+    model = args.model or course_config.default_model()
+    service = connect()
+    examples = load_examples(args.split, limit=args.limit)
+    search_client = create_search_client("local")
+    base = RolloutConfig(temperature=args.temperature, max_assistant_tokens=args.max_assistant_tokens,
+                         max_tool_response_tokens=args.max_tool_response_tokens,
+                         max_trajectory_tokens=args.max_trajectory_tokens, max_assistant_turns=12)
+    budgets = [int(b) for b in args.budgets.split(",")]
+    # one command per policy is fine: points already in --out for other policies are kept
+    points = package.load_budget_points(args.out)
+    for spec in args.policy or ["base="]:
+        name, _, checkpoint = spec.partition("=")
+        sampler = package.sampling_client_for(service, model, checkpoint or None)
+        tokenizer = sampler.get_tokenizer()
+        mine = package.budget_sweep(sampler, tokenizer, search_client, examples, budgets, policy=name, config=base)
+        points = [p for p in points if p.policy != name] + mine
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps([p.as_dict() for p in points], indent=1))
+    print(json.dumps([p.as_dict() for p in points], indent=1))
+    return points

@@ -1,0 +1,338 @@
+"""The gated reward R = r_base * s - pen_eff with group-anchored tool-call and length penalties.
+
+The design decisions the seed leaves open are listed in the package docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+PreferenceFn = Callable[[Any], float]
+
+
+@dataclass(frozen=True)
+class EfficiencyConfig:
+    """Weights of the efficiency penalty. The seed gives no numbers; these are CPU-run defaults."""
+
+    lambda_tool: float = 0.2
+    lambda_len: float = 0.1
+    alpha_win: float = 1.0
+    alpha_lose: float = 0.5
+    beta_lose: float = 0.1
+    preferred_threshold: float = 0.5  # s >= this makes a winner "preferred" (the set W-hat)
+    # Not in the seed's formula: Search-R1's -0.1 for a broken final format. 0 keeps the formula
+    # exact; 0.1 makes "gated" differ from the plain reward only by the efficiency terms.
+    format_penalty: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"EfficiencyConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.preferred_threshold <= 1.0:
+            raise ValueError("EfficiencyConfig.preferred_threshold must lie in [0, 1]")
+
+
+# ---------------------------------------------------------------- tool-call penalty
+
+
+def effective_calls(calls: Sequence[int], failed: Sequence[int] | None = None) -> list[int]:
+    """c~ = calls - failed calls, never below 0 (a failed search costs the agent nothing extra)."""
+    failed = [0] * len(calls) if failed is None else list(failed)
+    if len(failed) != len(calls):
+        raise ValueError(f"got {len(calls)} call counts but {len(failed)} failed counts")
+    return [max(0, int(c) - int(e)) for c, e in zip(calls, failed)]
+
+
+def _as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def baseline_range(eff_calls: Sequence[int], winners: Sequence[bool]) -> tuple[int, int] | None:
+    """(min, ceil(mean)) of the winners' effective calls, or None when the group has no winner."""
+    won = [c for c, w in zip(eff_calls, winners) if w]
+    if not won:
+        return None
+    return min(won), math.ceil(sum(won) / len(won))
+
+
+def sample_tool_baseline(
+    eff_calls: Sequence[int], winners: Sequence[bool], rng: np.random.Generator | int | None = None
+) -> int | None:
+    """b_g drawn uniformly from the integers min..ceil(mean) of the winners (both included)."""
+    bounds = baseline_range(eff_calls, winners)
+    if bounds is None:
+        return None
+    low, high = bounds
+    return int(_as_rng(rng).integers(low, high + 1))
+
+
+def tool_penalties(
+    eff_calls: Sequence[int],
+    winners: Sequence[bool],
+    baseline: int | None,
+    alpha_win: float = 1.0,
+    alpha_lose: float = 0.5,
+    beta_lose: float = 0.1,
+) -> list[float]:
+    """pen_tool per member: alpha_win*p for winners, alpha_lose*p + beta_lose for the rest.
+
+    p = 1 - exp(-max(0, c~ - b_g)). baseline None (no winner) means no surplus: p = 0.
+    """
+    if len(eff_calls) != len(winners):
+        raise ValueError("eff_calls and winners must have the same length")
+    out = []
+    for c, won in zip(eff_calls, winners):
+        surplus = 0 if baseline is None else max(0, c - baseline)
+        p = 1.0 - math.exp(-surplus)
+        out.append(alpha_win * p if won else alpha_lose * p + beta_lose)
+    return out
+
+
+# ---------------------------------------------------------------- length penalty
+
+
+def length_baselines(
+    reference_lengths: Sequence[float], preferred: Sequence[bool]
+) -> tuple[float | None, float | None]:
+    """(b_win, b_lose): mean reference length over preferred winners and over everyone else."""
+    win = [r for r, p in zip(reference_lengths, preferred) if p]
+    lose = [r for r, p in zip(reference_lengths, preferred) if not p]
+    b_win = sum(win) / len(win) if win else None
+    b_lose = sum(lose) / len(lose) if lose else None
+    return b_win, b_lose
+
+
+def length_penalties(
+    lengths: Sequence[float],
+    preferred: Sequence[bool],
+    reference_lengths: Sequence[float] | None = None,
+) -> list[float]:
+    """pen_len per member (token lengths of the candidate generations).
+
+    - 1 (hard cap) when longer than every reference length of the group;
+    - preferred winners: 1 - exp(-max(0, L / b_win - 1))   (verbose winners pay);
+    - everyone else:     1 - exp(-max(0, b_lose / L - 1))  (terse losers pay: a quick wrong
+      answer must not look cheaper than a careful attempt).
+    """
+    if len(lengths) != len(preferred):
+        raise ValueError("lengths and preferred must have the same length")
+    refs = list(lengths) if reference_lengths is None else list(reference_lengths)
+    if len(refs) != len(lengths):
+        raise ValueError(
+            f"need one reference length per trajectory: got {len(refs)} for {len(lengths)}"
+        )
+    if any(r <= 0 for r in refs):
+        raise ValueError("reference lengths must be positive token counts")
+    cap = max(refs)
+    b_win, b_lose = length_baselines(refs, preferred)
+    out = []
+    for length, pref in zip(lengths, preferred):
+        length = max(float(length), 1.0)  # an empty generation still counts as one token
+        if length > cap:
+            out.append(1.0)
+        elif pref:
+            out.append(1.0 - math.exp(-max(0.0, length / b_win - 1.0)))
+        else:
+            out.append(1.0 - math.exp(-max(0.0, b_lose / length - 1.0)))
+    return out
+
+
+# ---------------------------------------------------------------- the gated reward
+
+
+def gated_reward(r_base: float, preference: float, pen_eff: float) -> float:
+    """R = r_base * s - pen_eff: preference only counts when the answer is correct."""
+    if r_base not in (0, 1):
+        raise ValueError(f"r_base must be 0 or 1 (exact match), got {r_base}")
+    if not 0.0 <= preference <= 1.0:
+        raise ValueError(f"the preference score s must lie in [0, 1], got {preference}")
+    return r_base * preference - pen_eff
+
+
+@dataclass
+class EfficiencyBreakdown:
+    """Every term of R for one trajectory, so a notebook can show where the reward came from."""
+
+    r_base: int
+    preference: float
+    calls: int
+    failed_calls: int
+    effective_calls: int
+    tool_baseline: int | None
+    pen_tool: float
+    length: int
+    reference_length: float
+    pen_len: float
+    pen_eff: float
+    reward: float
+    advantage: float = 0.0
+    valid_format: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def score_group(
+    r_base: Sequence[int],
+    calls: Sequence[int],
+    lengths: Sequence[int],
+    *,
+    failed: Sequence[int] | None = None,
+    preferences: Sequence[float] | None = None,
+    reference_lengths: Sequence[float] | None = None,
+    valid_format: Sequence[bool] | None = None,
+    config: EfficiencyConfig = EfficiencyConfig(),
+    rng: np.random.Generator | int | None = None,
+) -> list[EfficiencyBreakdown]:
+    """The gated reward and its group-mean advantage for one GRPO group, from plain numbers.
+
+    valid_format only matters when config.format_penalty > 0 (then a broken final format costs
+    that much on top; a correct answer always has a valid format).
+    """
+    n = len(r_base)
+    if not (len(calls) == len(lengths) == n):
+        raise ValueError("r_base, calls and lengths must have one entry per trajectory")
+    if n == 0:
+        return []
+    prefs = [1.0] * n if preferences is None else [float(s) for s in preferences]
+    valid = [True] * n if valid_format is None else [bool(v) for v in valid_format]
+    failed = [0] * n if failed is None else list(failed)
+    winners = [bool(r) for r in r_base]
+    preferred = [w and s >= config.preferred_threshold for w, s in zip(winners, prefs)]
+    eff = effective_calls(calls, failed)
+    baseline = sample_tool_baseline(eff, winners, config.seed if rng is None else rng)
+    pen_tool = tool_penalties(
+        eff, winners, baseline, config.alpha_win, config.alpha_lose, config.beta_lose
+    )
+    refs = list(lengths) if reference_lengths is None else list(reference_lengths)
+    refs = [max(float(r), 1.0) for r in refs]
+    pen_len = length_penalties(lengths, preferred, refs)
+    rows = []
+    for i in range(n):
+        pen_eff = config.lambda_tool * pen_tool[i] + config.lambda_len * pen_len[i]
+        rows.append(
+            EfficiencyBreakdown(
+                r_base=int(winners[i]),
+                preference=prefs[i],
+                calls=int(calls[i]),
+                failed_calls=int(failed[i]),
+                effective_calls=eff[i],
+                tool_baseline=baseline,
+                pen_tool=pen_tool[i],
+                length=int(lengths[i]),
+                reference_length=refs[i],
+                pen_len=pen_len[i],
+                pen_eff=pen_eff,
+                reward=gated_reward(int(winners[i]), prefs[i], pen_eff)
+                - (0.0 if valid[i] else config.format_penalty),
+                valid_format=valid[i],
+            )
+        )
+    mean = sum(r.reward for r in rows) / n
+    for r in rows:
+        r.advantage = r.reward - mean  # the Search-R1 group baseline (seed 000, 8.3.5)
+    return rows
+
+
+# ---------------------------------------------------------------- on Trajectory objects
+
+
+def failed_calls_of(trajectory: Any) -> int:
+    """Failed searches of a Trajectory (0 when the rollout did not record them)."""
+    for name in ("failed_searches", "failed_search_calls", "search_failures"):
+        value = getattr(trajectory, name, None)
+        if value is not None:
+            return int(value)
+    return 0
+
+
+def generated_length(trajectory: Any) -> int:
+    """Tokens the policy generated (assistant turns only; observations are not its output)."""
+    return sum(len(turn.completion_tokens) for turn in trajectory.turns)
+
+
+def apply_efficiency_rewards(
+    group: Sequence[Any],
+    *,
+    config: EfficiencyConfig = EfficiencyConfig(),
+    preference_fn: PreferenceFn | None = None,
+    reference_lengths: Sequence[float] | None = None,
+    rng: np.random.Generator | int | None = None,
+) -> list[EfficiencyBreakdown]:
+    """Rewrite reward and advantage of one group of Trajectory objects with the gated reward.
+
+    r_base comes from `trajectory.exact_match` (not from `reward`), so applying this twice
+    gives the same result. Returns the per-trajectory breakdown.
+    """
+    rows = score_group(
+        r_base=[int(bool(t.exact_match)) for t in group],
+        calls=[int(t.search_calls) for t in group],
+        lengths=[generated_length(t) for t in group],
+        failed=[failed_calls_of(t) for t in group],
+        preferences=None if preference_fn is None else [float(preference_fn(t)) for t in group],
+        reference_lengths=reference_lengths,
+        valid_format=[bool(getattr(t, "valid_format", True)) for t in group],
+        config=config,
+        rng=rng,
+    )
+    for trajectory, row in zip(group, rows):
+        trajectory.reward = row.reward
+        trajectory.advantage = row.advantage
+    return rows
+
+
+def group_by_question(trajectories: Sequence[Any]) -> dict[int, list[Any]]:
+    groups: dict[int, list[Any]] = {}
+    for t in trajectories:
+        groups.setdefault(t.question_index, []).append(t)
+    return groups
+
+
+def apply_efficiency_rewards_batch(
+    trajectories: Sequence[Any],
+    *,
+    config: EfficiencyConfig = EfficiencyConfig(),
+    preference_fn: PreferenceFn | None = None,
+    reference_lengths: dict[int, Sequence[float]] | None = None,
+    step: int = 0,
+) -> list[EfficiencyBreakdown]:
+    """Apply the gated reward to every group of a rollout batch (grouped by question_index).
+
+    Each group draws its baseline from its own generator seeded by (config.seed, step, question),
+    so a run is reproducible and groups do not share one baseline.
+    reference_lengths maps question_index to one reference length per group member.
+    """
+    rows: list[EfficiencyBreakdown] = []
+    for q, group in group_by_question(trajectories).items():
+        refs = None if reference_lengths is None else reference_lengths.get(q)
+        rng = np.random.default_rng([config.seed, step, q])
+        rows.extend(
+            apply_efficiency_rewards(
+                group, config=config, preference_fn=preference_fn, reference_lengths=refs, rng=rng
+            )
+        )
+    return rows
+
+
+def make_group_reward_fn(
+    config: EfficiencyConfig = EfficiencyConfig(),
+    preference_fn: PreferenceFn | None = None,
+) -> Callable[..., list[EfficiencyBreakdown]]:
+    """A hook for a training loop: call it on a finished rollout batch (and the step number)."""
+
+    def hook(trajectories: Sequence[Any], step: int = 0, reference_lengths=None):
+        return apply_efficiency_rewards_batch(
+            trajectories,
+            config=config,
+            preference_fn=preference_fn,
+            reference_lengths=reference_lengths,
+            step=step,
+        )
+
+    return hook

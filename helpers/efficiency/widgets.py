@@ -1,0 +1,220 @@
+"""Notebook widgets (notebooks 11, 12) and the exercise checks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from helpers.efficiency.budget import BudgetPoint
+from helpers.efficiency.rewards import (
+    EfficiencyBreakdown,
+    EfficiencyConfig,
+    baseline_range,
+    effective_calls,
+    failed_calls_of,
+    generated_length,
+    score_group,
+)
+
+
+def breakdown_html(rows: Sequence[EfficiencyBreakdown], labels: Sequence[str] | None = None) -> str:
+    """A table of every term of R, with a bar for the advantage. All text is escaped."""
+    import html
+
+    labels = list(labels) if labels is not None else [f"τ{i}" for i in range(len(rows))]
+    scale = max([abs(r.advantage) for r in rows] + [1e-9])
+    head = ("trajectory", "r_base", "calls", "c~", "L", "L_ref", "pen_tool", "pen_len", "pen_eff", "R", "A")
+    out = ['<table class="eff-table" style="border-collapse:collapse;font-family:monospace">',
+           "<tr>" + "".join(f'<th style="padding:2px 8px;text-align:right">{html.escape(h)}</th>' for h in head)
+           + '<th style="padding:2px 8px">advantage</th></tr>']
+    for label, r in zip(labels, rows):
+        cells = (label, r.r_base, r.calls, r.effective_calls, r.length, f"{r.reference_length:.0f}",
+                 f"{r.pen_tool:.3f}", f"{r.pen_len:.3f}", f"{r.pen_eff:.3f}", f"{r.reward:+.3f}",
+                 f"{r.advantage:+.3f}")
+        width = int(60 * abs(r.advantage) / scale)
+        colour = "#2a9d8f" if r.advantage >= 0 else "#e76f51"
+        block = f'<div style="width:{width}px;background:{colour}">&nbsp;</div>'
+        left, right = ("", block) if r.advantage >= 0 else (block, "")
+        bar = ('<div style="display:flex;width:120px">'
+               f'<div style="width:60px;display:flex;justify-content:flex-end">{left}</div>'
+               f'<div style="width:60px">{right}</div></div>')
+        out.append("<tr>" + "".join(f'<td style="padding:2px 8px;text-align:right">{html.escape(str(c))}</td>'
+                                    for c in cells) + f"<td>{bar}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def group_numbers(group: Sequence[Any]) -> dict[str, list]:
+    """The inputs of `score_group` read off a group of Trajectory objects."""
+    return {
+        "r_base": [int(bool(t.exact_match)) for t in group],
+        "calls": [int(t.search_calls) for t in group],
+        "failed": [failed_calls_of(t) for t in group],
+        "lengths": [generated_length(t) for t in group],
+        "valid_format": [bool(getattr(t, "valid_format", True)) for t in group],
+    }
+
+
+def penalty_explorer(
+    group: Sequence[Any] | None = None,
+    *,
+    numbers: dict[str, Sequence[Any]] | None = None,
+    labels: Sequence[str] | None = None,
+    config: EfficiencyConfig = EfficiencyConfig(),
+):
+    """Sliders for lambda_tool, lambda_len, alpha_win, alpha_lose, beta_lose and the baseline seed,
+    recomputing every penalty, reward and advantage of one group as they move.
+
+    Give either a group of Trajectory objects or `numbers` (keys of `score_group`).
+    """
+    import ipywidgets as widgets
+
+    if (group is None) == (numbers is None):
+        raise ValueError("give exactly one of `group` (Trajectory objects) or `numbers`")
+    if group is not None:
+        numbers = group_numbers(group)
+    style = {"description_width": "90px"}
+    sliders = {
+        name: widgets.FloatSlider(value=getattr(config, name), min=0.0, max=high, step=0.05,
+                                  description=name, continuous_update=True, style=style,
+                                  layout=widgets.Layout(width="360px"))
+        for name, high in (("lambda_tool", 1.0), ("lambda_len", 1.0), ("alpha_win", 2.0),
+                           ("alpha_lose", 2.0), ("beta_lose", 1.0))
+    }
+    sliders["seed"] = widgets.IntSlider(value=config.seed, min=0, max=20, description="baseline seed",
+                                        style=style, layout=widgets.Layout(width="360px"))
+    table = widgets.HTML()
+    note = widgets.HTML()
+
+    def recompute(_=None):
+        cfg = EfficiencyConfig(**{k: s.value for k, s in sliders.items()},
+                               preferred_threshold=config.preferred_threshold,
+                               format_penalty=config.format_penalty)
+        rows = score_group(config=cfg, **numbers)
+        table.value = breakdown_html(rows, labels)
+        baseline = rows[0].tool_baseline if rows else None
+        bounds = baseline_range(effective_calls(numbers["calls"], numbers.get("failed")),
+                                [bool(r) for r in numbers["r_base"]])
+        note.value = (f"<b>b_g = {baseline}</b> drawn from {bounds}" if bounds
+                      else "<b>no winner</b>: no baseline, every member pays beta_lose only")
+        explorer.rows = rows
+
+    explorer = widgets.VBox([widgets.HBox([widgets.VBox(list(sliders.values())[:3]),
+                                           widgets.VBox(list(sliders.values())[3:])]), note, table])
+    explorer.sliders = sliders
+    for slider in sliders.values():
+        slider.observe(recompute, names="value")
+    recompute()
+    return explorer
+
+
+def budget_curve_widget(points: Sequence[BudgetPoint]):
+    """Pick policies and a y-axis; the tool-efficiency curve redraws."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    policies = list(dict.fromkeys(p.policy for p in points))
+    pick = widgets.SelectMultiple(options=policies, value=tuple(policies), description="policies")
+    metric = widgets.Dropdown(options=[("exact match", "accuracy"), ("search calls", "search_calls_mean"),
+                                       ("tokens / question", "tokens_per_question"),
+                                       ("valid format", "valid_format_rate")],
+                              value="accuracy", description="y axis")
+    out = widgets.Output()
+
+    def redraw(_=None):
+        out.clear_output(wait=True)
+        with out:
+            fig, ax = plt.subplots(figsize=(6, 3.6))
+            for name in pick.value:
+                mine = sorted((p for p in points if p.policy == name), key=lambda p: p.budget)
+                ax.plot([p.budget for p in mine], [getattr(p, metric.value) for p in mine], "o-", label=name)
+            ax.set_xlabel("search budget b")
+            ax.set_ylabel(metric.label)
+            ax.grid(alpha=0.3)
+            if pick.value:
+                ax.legend()
+            plt.show()
+
+    pick.observe(redraw, names="value")
+    metric.observe(redraw, names="value")
+    redraw()
+    box = widgets.VBox([widgets.HBox([pick, metric]), out])
+    box.controls = {"policies": pick, "metric": metric}
+    return box
+
+
+# ---------------------------------------------------------------- exercises (notebooks 11, 12)
+# Expected answers are worked out here from the seed's formulas, not with rewards.py,
+# so a solution that uses those functions also checks them.
+
+
+def _report(ok: bool, hint: str) -> bool:
+    from helpers.widgets.exercises import report
+
+    return report(ok, hint)
+
+
+def _numbers(guess: Any, n: int) -> list[float] | None:
+    try:
+        values = [float(x) for x in guess]
+    except (TypeError, ValueError):
+        return None
+    return values if len(values) == n else None
+
+
+def check_tool_penalties(guess: Any) -> bool:
+    e = math.exp
+    expected = [0.0, 0.0, 1.0 * (1 - e(-2)), 0.5 * (1 - e(-1)) + 0.1]
+    values = _numbers(guess, 4)
+    if values is None:
+        return _report(False, "give four numbers: p = 1 - exp(-max(0, c - b_g)); winners alpha_win*p, "
+                              "the loser alpha_lose*p + beta_lose")
+    ok = all(abs(a - b) < 1e-6 for a, b in zip(values, expected))
+    return _report(ok, f"you gave {[round(v, 4) for v in values]}; surplus calls over b_g = 2 are 0, 0, 2 "
+                       "and 1 — and the loser also pays beta_lose")
+
+
+def check_no_winner_advantages(guess: Any) -> bool:
+    values = _numbers(guess, 4)
+    if values is None:
+        return _report(False, "give four advantages (reward minus the group's mean reward)")
+    return _report(all(abs(v) < 1e-9 for v in values),
+                   "with no winner there is no baseline: everyone pays the same beta_lose, and a "
+                   "constant cancels in reward - mean")
+
+
+def check_length_penalty(guess: Any) -> bool:
+    if guess is None or guess is Ellipsis:
+        return _report(False, "compute 1 - exp(-max(0, L / b_win - 1)) (300 is not above the cap 320)")
+    return _report(abs(float(guess) - (1 - math.exp(-0.5))) < 1e-6,
+                   f"you gave {guess}; L / b_win - 1 = 300 / 200 - 1 = 0.5")
+
+
+def check_best_budget(points: Sequence[BudgetPoint], policy: str, guess: Any) -> bool:
+    mine = sorted((p for p in points if p.policy == policy), key=lambda p: p.budget)
+    if not mine:
+        return _report(False, f"no points for policy {policy!r}")
+    top = max(p.accuracy for p in mine)
+    best = next(p.budget for p in mine if p.accuracy == top)
+    if guess is None or guess is Ellipsis:
+        return _report(False, "the smallest budget whose accuracy equals the curve's maximum")
+    return _report(int(guess) == best, f"you said {guess}; look for the first budget reaching {top:.3f}")
+
+
+def check_tokens_per_correct(points: Sequence[BudgetPoint], policy: str, budget: int, guess: Any) -> bool:
+    point = next((p for p in points if p.policy == policy and p.budget == budget), None)
+    if point is None:
+        return _report(False, f"no point for {policy!r} at budget {budget}")
+    expected = math.inf if point.accuracy == 0 else point.tokens_per_question / point.accuracy
+    if guess is None or guess is Ellipsis:
+        return _report(False, "tokens per question divided by the share answered correctly (inf if none)")
+    ok = (math.isinf(expected) and math.isinf(float(guess))) or (
+        not math.isinf(expected) and abs(float(guess) - expected) <= 1e-6 * max(1.0, expected))
+    return _report(ok, f"you said {guess}; divide tokens_per_question by accuracy")
+
+
+def check_turns_for_budget(budget: int, guess: Any) -> bool:
+    if guess is None or guess is Ellipsis:
+        return _report(False, "one assistant turn per search call, plus the turn that answers")
+    return _report(int(guess) == budget + 1, f"you said {guess}; each call is its own turn, then one more")
