@@ -97,5 +97,6 @@ for name in ("budget_base_sft.json", "budget_sft_grpo.json"):
 (eff / "budget_sweep.json").write_text(json.dumps(points, indent=1))
 EOF
 "${RUN[@]}" --stage report >"$LOGS/report.log" 2>&1
+"$PY" -m helpers.efficiency report --dir "$EFF" >>"$LOGS/report.log" 2>&1
 echo "$(date -u +%FT%TZ) done" | tee -a "$LOGS/run.log"
 exit $status

@@ -110,3 +110,33 @@ def test_budget_command_merges_policies_into_one_file(monkeypatch, tmp_path, tok
     points = eff.load_budget_points(out)
     assert sorted((p.policy, p.budget) for p in points) == [("base", 0), ("base", 2), ("sft", 0), ("sft", 1)]
     assert {p.policy: p.accuracy for p in points if p.budget == 0} == {"base": 0.0, "sft": 0.0}
+
+
+def test_report_turns_a_recorded_folder_into_plots_and_tables(tmp_path):
+    import json
+
+    from helpers.efficiency.report import write_report
+
+    with pytest.raises(FileNotFoundError, match="compare"):
+        write_report(tmp_path)
+    for reward, calls in (("exact_match", [1.0, 1.5, 2.0, 2.0]), ("gated", [1.0, 1.0, 0.5, 0.5])):
+        (tmp_path / reward).mkdir()
+        rows = [{"step": s, "search_calls_mean": c, "assistant_tokens_mean": 40.0, "exact_match": 0.5,
+                 "eff/pen_eff_mean": 0.01, "mismatch/kl_k3": 1e-4 * (s + 1), "mismatch/kl_k1": 1e-4,
+                 "mismatch/mean_abs_log_ratio": 0.01, "mismatch/max_abs_log_ratio": 0.1,
+                 "mismatch/ratio_p1": 0.97, "mismatch/ratio_p5": 0.98, "mismatch/ratio_p50": 1.0,
+                 "mismatch/ratio_p95": 1.02, "mismatch/ratio_p99": 1.03} for s, c in enumerate(calls)]
+        (tmp_path / reward / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    points = [eff.BudgetPoint(policy=p, budget=b, questions=10, accuracy=acc, valid_format_rate=1.0,
+                              search_calls_mean=min(b, 1), output_tokens_mean=40, input_tokens_mean=400 * b,
+                              tokens_per_question=40 + 400 * b, seconds=1.0).as_dict()
+              for p, acc in (("base", 0.1), ("sft", 0.4)) for b in (0, 1, 2)]
+    (tmp_path / "budget_sweep.json").write_text(json.dumps(points))
+    (tmp_path / "NOTES.md").write_text("The gated run searched less.")
+    readme = write_report(tmp_path).read_text()
+    for name in ("reward_comparison.png", "mismatch.png", "budget_curve.png"):
+        assert (tmp_path / name).stat().st_size > 1000, name
+    assert "| search_calls_mean | 1 -> 2 | 1 -> 0.5 |" in readme  # first vs last quarter of each run
+    assert "| 1 | 0.10 / 1.00 / 440 | 0.40 / 1.00 / 440 |" in readme
+    assert "KL (k3) per step 1.00e-04 to 4.00e-04" in readme
+    assert readme.rstrip().endswith("The gated run searched less.")

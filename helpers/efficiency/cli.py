@@ -1,4 +1,4 @@
-"""The command line: python -m helpers.efficiency compare | budget."""
+"""The command line: python -m helpers.efficiency compare | budget | report."""
 
 from __future__ import annotations
 
@@ -51,7 +51,16 @@ def main(argv: Sequence[str] | None = None) -> Any:
     budget.add_argument("--max-trajectory-tokens", type=int, default=8192)
     budget.add_argument("--temperature", type=float, default=0.6)
     budget.add_argument("--out", default="results/efficiency/budget_sweep.json")
+    report = sub.add_parser("report", help="plots and README.md of a recorded compare/budget folder")
+    report.add_argument("--dir", default="results/efficiency")
     args = parser.parse_args(argv)
+
+    if args.command == "report":
+        from helpers.efficiency.report import write_report
+
+        path = write_report(args.dir)
+        print(f"report: {path}")
+        return path
 
     if args.command == "compare":
         train_config = config_from_args(TrainConfig, args)
