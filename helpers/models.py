@@ -138,6 +138,7 @@ def provision(name: str, force: bool = False, gguf_path: str | Path | None = Non
             raise ModelNotAvailable(f"{gguf_path} is not the {name} GGUF (sha256 mismatch)")
     print(f"    {name}: dequantising {gguf_path.name} (about a minute, once)…", flush=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    ensure_atomic_tokens(tokenizer, gguf_marker_tokens(gguf_path))
     model = AutoModelForCausalLM.from_pretrained(
         gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32
     )
@@ -159,6 +160,61 @@ def provision(name: str, force: bool = False, gguf_path: str | Path | None = Non
     if spec(name).sha256 is not None and gguf_path.parent == config.cache_dir() / "gguf":
         gguf_path.unlink()  # the safetensors are what we load; the pieces stay in site-packages
     return out
+
+
+GGUF_CONTROL, GGUF_USER_DEFINED = 3, 4  # tokenizer.ggml.token_type values
+
+
+def gguf_marker_tokens(gguf_path: str | Path) -> list[tuple[int, str, int]]:
+    """(id, text, type) of the GGUF vocabulary's control and user-defined tokens."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(gguf_path))
+    tokens, types = reader.fields["tokenizer.ggml.tokens"], reader.fields["tokenizer.ggml.token_type"]
+    out = []
+    for i, index in enumerate(types.data):
+        kind = int(types.parts[index][0])
+        if kind in (GGUF_CONTROL, GGUF_USER_DEFINED):
+            out.append((i, bytes(tokens.parts[tokens.data[i]]).decode("utf-8"), kind))
+    return out
+
+
+def ensure_atomic_tokens(tokenizer, markers) -> list[str]:
+    """Make every control / user-defined GGUF token encode as its own single id.
+
+    transformers up to at least 5.17 turns only control tokens into added tokens, so
+    Qwen2.5's `<tool_call>` (user-defined) was split into `<`, `tool`, `_call`, `>`; 5.24
+    keeps it whole. A model trained with one tokenizer and run with the other is out of
+    distribution, so the cache must not depend on the transformers version. Control tokens
+    become special (skipped when decoding), user-defined ones stay in the text.
+    Returns the tokens it had to add.
+    """
+    from tokenizers import AddedToken
+
+    fixed = []
+    for token_id, text, kind in markers:
+        if tokenizer.convert_tokens_to_ids(text) != token_id:
+            continue  # not this id in the vocabulary: leave it alone
+        if tokenizer.encode(text, add_special_tokens=False) == [token_id]:
+            continue
+        special = kind == GGUF_CONTROL
+        added = AddedToken(text, special=special, normalized=False, lstrip=False, rstrip=False)
+        tokenizer.add_tokens([added], special_tokens=special)
+        if tokenizer.encode(text, add_special_tokens=False) != [token_id]:
+            raise RuntimeError(f"could not make {text!r} a single token (id {token_id})")
+        fixed.append(text)
+    return fixed
+
+
+TEMPLATE_MARKERS = ("<tool_call>", "</tool_call>", "<|im_start|>", "<|im_end|>")
+
+
+def tokenizer_fingerprint(tokenizer) -> dict[str, list[int]]:
+    """How the tokenizer splits the chat-template markers (stored with every checkpoint).
+
+    Weights trained under one split and sampled under another see prompts they never saw.
+    """
+    return {marker: list(tokenizer.encode(marker, add_special_tokens=False)) for marker in TEMPLATE_MARKERS}
 
 
 def _require(name: str) -> Path:

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -119,6 +121,7 @@ print(format_table(recorded) if recorded else "No recorded evaluation rows in re
 # %%
 import ipywidgets as widgets
 from IPython.display import display
+from pytrio import PyTrioError
 
 from helpers.data import SearchExample
 from helpers.engine import connect
@@ -129,9 +132,13 @@ from helpers.widgets.course import search_client
 # Prefer the adapter of the recorded GPU run when it was trained on this profile's model.
 recorded_adapters = [m.parent for m in sorted(results.glob("**/adapter/meta.json"))
                      if json.loads(m.read_text()).get("base_model") == config.default_model()] if results.exists() else []
-agent_path = str(recorded_adapters[-1]) if recorded_adapters else checkpoint
+for agent_path in [*map(str, reversed(recorded_adapters)), checkpoint]:
+    try:
+        agent = connect().create_sampling_client(base_model=config.default_model(), model_path=agent_path)
+        break
+    except PyTrioError as error:  # e.g. trained with a tokenizer that splits <tool_call> differently
+        print(f"not using {agent_path}: {error}")
 print("the agent:", config.default_model(), "+", agent_path or "no adapter (base model)")
-agent = connect().create_sampling_client(base_model=config.default_model(), model_path=agent_path)
 agent_config = EvalConfig(**common).rollout_config()
 question = widgets.Text(value="What country was the author of The Little Prince born in?", description="question",
                         layout=widgets.Layout(width="640px"))

@@ -342,3 +342,51 @@ def test_compiled_decode_step_recompiles_a_few_times_not_once_per_shape(service,
     finally:
         host._steps.clear()
         torch._dynamo.reset()
+
+
+def test_checkpoints_carry_the_tokenizer_split_and_refuse_another(service, prompt, tmp_path):
+    """Weights trained where `<tool_call>` was four tokens must not be sampled where it is one."""
+    import json
+    import shutil
+
+    from helpers.engine.local import resolve_path
+
+    tc = service.create_lora_training_client(MODEL, rank=4, seed=1, train_mlp=False, train_unembed=False)
+    saved = tc.save_weights_for_sampler("fingerprint").result()
+    directory = resolve_path(saved.path)
+    meta = json.loads((directory / "meta.json").read_text())
+    assert meta["tokenizer"]["<|im_end|>"] == [tokenizer_ids := tc.get_tokenizer().convert_tokens_to_ids("<|im_end|>")]
+    assert tokenizer_ids is not None
+    service.create_sampling_client(MODEL, model_path=saved.path)  # same tokenizer: fine
+
+    other = tmp_path / "other"
+    shutil.copytree(directory, other)
+    meta["tokenizer"]["<|im_end|>"] = [27, 91, 318, 6213, 91, 29]
+    (other / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValidationError, match="splits the chat-template markers differently"):
+        service.create_sampling_client(MODEL, model_path=str(other))
+    fresh = service.create_lora_training_client(MODEL, rank=4, train_mlp=False, train_unembed=False)
+    with pytest.raises(ValidationError, match="re-provision"):
+        fresh.load_state(str(other))
+
+
+def test_marker_tokens_of_the_gguf_become_single_tokens():
+    """transformers 5.17 left user-defined GGUF tokens (Qwen's <tool_call>) split; provisioning fixes that."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from helpers.models import ensure_atomic_tokens
+
+    vocab = {"[UNK]": 0, "<": 1, ">": 2, "tool": 3, "_": 4, "call": 5, "hi": 6, "<tool_call>": 7, "<|im_end|>": 8,
+             "|": 9, "im": 10, "end": 11}
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Punctuation()])
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw)
+    assert tok.encode("<tool_call>hi", add_special_tokens=False) != [7, 6]
+    fixed = ensure_atomic_tokens(tok, [(7, "<tool_call>", 4), (8, "<|im_end|>", 3), (99, "<absent>", 4)])
+    assert fixed == ["<tool_call>", "<|im_end|>"] and len(tok) == len(vocab)
+    assert tok.encode("<tool_call>hi<|im_end|>", add_special_tokens=False) == [7, 6, 8]
+    # user-defined markers stay in decoded text, control tokens are special
+    decoded = tok.decode([7, 6, 8], skip_special_tokens=True)
+    assert "<tool_call>" in decoded and "<|im_end|>" not in decoded
+    assert ensure_atomic_tokens(tok, [(7, "<tool_call>", 4)]) == []  # idempotent

@@ -115,3 +115,40 @@ def test_sft_refuses_evaluation_splits(tmp_path):
     with pytest.raises(ValueError, match="train split"):
         run_sft(SFTConfig(split="test", out=str(tmp_path / "sft"), resume=False), service=object(),
                 search_client=object(), examples=[])
+
+
+def test_teacher_second_search_tries_gold_titles_before_the_title_fallback():
+    example = SearchExample(id="h2", question="Which city hosts the band's label?", answers=["Wilmette"],
+                            data_source="hotpotqa")
+    first = [("Fall Out Boy", "An American rock band on Fueled by Ramen."), ("Other", "x")]
+    search = ScriptedSearch({
+        "Which city hosts the band's label?": first,
+        "Fueled by Ramen": [("Fueled by Ramen", "A record label based in Wilmette, Illinois.")],
+        "Which city hosts the band's label? Fall Out Boy": [("Fall Out Boy", "formed in wilmette")],
+    })
+    # a hint the first search already returned and a hint that spells the answer are not used
+    demo = teacher_trajectory(example, search, hints=["Fall Out Boy", "Wilmette, Illinois", "Fueled by Ramen"])
+    assert search.queries == ["Which city hosts the band's label?", "Fueled by Ramen"]
+    assert demo.queries == ["Which city hosts the band's label?", "Fueled by Ramen"] and demo.answer == "Wilmette"
+    # a hint that finds nothing falls through to the title query; only the search that worked is shown
+    search = ScriptedSearch({"Which city hosts the band's label?": first,
+                             "Which city hosts the band's label? Fall Out Boy": [("Fall Out Boy", "formed in wilmette")]})
+    demo = teacher_trajectory(example, search, hints=["Some Label"])
+    assert search.queries[1:] == ["Some Label", "Which city hosts the band's label? Fall Out Boy"]
+    assert demo.queries == ["Which city hosts the band's label?", "Which city hosts the band's label? Fall Out Boy"]
+    calls = [m for m in demo.messages if m["role"] == "tool"]
+    assert len(calls) == 2 and "wilmette" in calls[1]["content"]
+
+
+def test_gold_titles_come_from_the_split_metadata_and_the_corpus():
+    from helpers.data import load_examples, load_rows
+    from helpers.search.local import get_index
+    from helpers.sft import gold_titles
+
+    examples = load_examples("train", data_source="hotpotqa", limit=3)
+    titles = gold_titles(examples)
+    by_id = {p.id: p.title for p in get_index().passages}
+    meta = {r["id"]: r["metadata"] for r in load_rows("train")}
+    for e in examples:
+        assert titles[e.id] == [by_id[g] for g in meta[e.id]["gold_passage_ids"]]
+        assert len(titles[e.id]) == 2  # HotpotQA: two supporting passages

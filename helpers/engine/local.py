@@ -342,13 +342,15 @@ class TrainingClient:
         return self.save_weights_for_sampler(name, ttl_seconds)
 
     def _load(self, path: str, with_optimizer: bool) -> APIFuture[dict[str, object]]:
-        from helpers.engine.training import layout_of, read_meta
+        from helpers.engine.training import check_tokenizer, layout_of, read_meta
 
         if self._run.started:
             raise ValidationError("load_state cannot be called after training has started. Call load_state "
                                   "before the first training operation.", code="validation.already_initialized")
         directory = resolve_path(path)
-        source = layout_of(read_meta(directory))
+        meta = read_meta(directory)
+        check_tokenizer(meta, self._run.host, path)
+        source = layout_of(meta)
         mismatches = [
             {"field": f, "target": getattr(self._run.layout, f), "source": getattr(source, f)}
             for f in ("base_model", "rank", "train_mlp", "train_attn", "train_unembed")

@@ -150,8 +150,11 @@ class LoraRun:
         # keys are module paths without the adapter name, so any run with the same layout can load them
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.host.adapter_state(self.name).items()}
         save_file(tensors, str(directory / ADAPTER_FILE))
+        from helpers.models import tokenizer_fingerprint
+
         meta = {"format": "helpers.engine/lora-v1", **self.layout.__dict__, "lora_alpha": 32,
-                "steps": self.steps, "has_optimizer": bool(with_optimizer and self.optimizer)}
+                "steps": self.steps, "has_optimizer": bool(with_optimizer and self.optimizer),
+                "tokenizer": tokenizer_fingerprint(self.host.tokenizer)}
         (directory / META_FILE).write_text(json.dumps(meta, indent=1))
         if with_optimizer and self.optimizer is not None:
             torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
@@ -193,6 +196,26 @@ def read_meta(directory: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def check_tokenizer(meta: dict, host: ModelHost, path) -> None:
+    """Refuse weights trained with a tokenizer that splits the template markers differently."""
+    from pytrio.errors.base import ValidationError
+
+    from helpers.models import tokenizer_fingerprint
+
+    saved = meta.get("tokenizer")
+    if not saved:
+        return  # checkpoints written before fingerprints existed
+    current = tokenizer_fingerprint(host.tokenizer)
+    differ = {m: (ids, current.get(m)) for m, ids in saved.items() if current.get(m) != ids}
+    if differ:
+        detail = "; ".join(f"{m}: trained {a}, here {b}" for m, (a, b) in differ.items())
+        raise ValidationError(
+            f"{path} was trained with a tokenizer that splits the chat-template markers differently "
+            f"({detail}). Its policy would see prompts it never saw. Use weights trained with this "
+            f"model cache, or re-provision the model (python -m helpers setup) where it was trained.",
+            code="validation.checkpoint_config_mismatch")
+
+
 def layout_of(meta: dict) -> LoraLayout:
     return LoraLayout(meta["base_model"], int(meta["rank"]), bool(meta["train_mlp"]),
                       bool(meta["train_attn"]), bool(meta["train_unembed"]))
@@ -205,7 +228,9 @@ def read_adapter(directory: Path, host: ModelHost) -> dict:
 
 
 def snapshot_from_disk(host: ModelHost, directory: Path) -> AdapterSnapshot:
-    layout = layout_of(read_meta(directory))
+    meta = read_meta(directory)
+    check_tokenizer(meta, host, directory)
+    layout = layout_of(meta)
     slot = ensure_slot(host, layout)
     return AdapterSnapshot(slot=slot, tensors=read_adapter(directory, host))
 
