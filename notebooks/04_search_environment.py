@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -163,12 +165,13 @@ check_observation_size(local_observation, tokenizer, my_chars, my_tokens)
 # %% [markdown]
 # ### Solutions
 #
-# The URL is what the backend itself sends: its endpoint plus its own `search_params(query)`.
+# The URL is what the backend itself sends: `request_url(query)` builds it by the same code path as
+# `search(query)`, without sending anything (and without headers or keys).
 
 # %% tags=["solution"]
-from helpers.search.wikipedia import WIKIPEDIA_SEARCH_ENDPOINT, search_params
+from helpers.search.wikipedia import WikipediaSearchClient
 
-backend_url = WIKIPEDIA_SEARCH_ENDPOINT + "?" + urllib.parse.urlencode(search_params(WIKIPEDIA_QUERY))
+backend_url = WikipediaSearchClient().request_url(WIKIPEDIA_QUERY)
 print(backend_url)
 check_wikipedia_url(backend_url)
 check_observation_size(local_observation, tokenizer, len(local_observation),

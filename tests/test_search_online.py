@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import urllib.parse
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "search"))
-from fake_service import FakeService  # noqa: E402
+from fake_service import Answer, FakeService  # noqa: E402
 
 from helpers.search import create_search_client, format_results  # noqa: E402
 from helpers.search.deepseek import DeepSeekSearchClient, split_evidence  # noqa: E402
@@ -66,6 +67,44 @@ def test_wikipedia_request_matches_the_seed_and_orders_by_index():
     assert "search-r1-course" in seen.headers["user-agent"]
     assert seen.headers["accept-encoding"] == "gzip"
     assert client.stats.as_dict()["successes"] == 1 and client.stats.results == 2
+
+
+WIKI_PARAM_KEYS = {"action", "format", "formatversion", "generator", "gsrsearch", "gsrlimit", "prop",
+                   "explaintext", "exintro", "exchars", "inprop", "redirects", "utf8"}
+
+
+@pytest.mark.parametrize("query", [
+    "first nobel prize",
+    '  "The Little Prince" author\'s  birthplace  ',
+    "Antoine de Saint-Exupéry — Lyon? 東京 & \"q=1+1%\" #frag",
+])
+def test_wikipedia_request_url_is_exactly_what_search_requests(query):
+    with FakeService(default=Answer(json=WIKI_OK)) as svc:
+        client = wiki_client(svc)
+        url = client.request_url(query)
+        assert svc.requests == []  # request_url only builds the URL, it sends nothing
+        assert client.search(query).ok
+    assert len(svc.requests) == 1
+    seen = svc.requests[0]
+    parts = urllib.parse.urlsplit(url)
+    assert f"{parts.scheme}://{parts.netloc}" == svc.url_for("")
+    assert parts.path == seen.path == "/w/api.php" and not parts.fragment
+    sent = urllib.parse.urlsplit(seen.target)
+    assert urllib.parse.parse_qsl(parts.query, strict_parsing=True) == urllib.parse.parse_qsl(sent.query, strict_parsing=True)
+    assert dict(urllib.parse.parse_qsl(parts.query)) == seen.params
+    assert seen.params["gsrsearch"] == query.strip()  # stripped like search() strips it, then encoded
+    assert f"{parts.path}?{parts.query}" == seen.target  # the same bytes on the wire
+    assert parts.query.isascii() and " " not in parts.query and '"' not in parts.query
+    # only the MediaWiki parameters: no header (User-Agent) and nothing key-like rides in the URL
+    assert set(seen.params) == WIKI_PARAM_KEYS and "search-r1-course" not in url
+
+
+def test_wikipedia_request_url_of_the_default_endpoint_and_blank_query():
+    url = WikipediaSearchClient().request_url("Antoine de Saint-Exupéry birthplace")
+    assert url.startswith("https://en.wikipedia.org/w/api.php?action=query&")
+    assert "gsrsearch=Antoine+de+Saint-Exup%C3%A9ry+birthplace" in url
+    with pytest.raises(ValueError):
+        WikipediaSearchClient().request_url("   ")
 
 
 def test_wikipedia_gzip_body():

@@ -87,11 +87,22 @@ def _decode(body: bytes, encoding: str | None) -> bytes:
     return body
 
 
+def with_params(url: str, params: dict | None = None) -> str:
+    """``url`` with ``params`` URL-encoded onto its query string: the URL ``http_call`` requests."""
+    if params:
+        url = f"{url}{'&' if '?' in url else '?'}{urllib.parse.urlencode(params)}"
+    return url
+
+
+def clean_query(query: Any) -> str:
+    """The query text a search sends: ``str(query)`` without surrounding whitespace."""
+    return str(query).strip()
+
+
 def http_call(url: str, *, method: str = "GET", params: dict | None = None, json_body: Any = None,
               headers: dict[str, str] | None = None, timeout: float | None = 10.0) -> Response:
     """One HTTP exchange; raises HTTPStatusError (>= 400), SearchTimeout, or OSError."""
-    if params:
-        url = f"{url}{'&' if '?' in url else '?'}{urllib.parse.urlencode(params)}"
+    url = with_params(url, params)
     data = None
     all_headers = {"Accept": "application/json", "Accept-Encoding": "gzip", "User-Agent": USER_AGENT}
     all_headers.update(headers or {})
@@ -210,7 +221,7 @@ class OnlineSearchClient:
         rate_limited = retries = failovers = 0
         timeout = False
         attempt = 0
-        query = str(query).strip()
+        query = clean_query(query)
         if not query:
             result = self._fail(started, "empty query")
             self.stats.record(result)

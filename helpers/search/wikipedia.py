@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 
-from helpers.search.http import USER_AGENT, BadResponse, OnlineSearchClient, RateLimiter, RetryPolicy, http_call
+from helpers.search.http import (USER_AGENT, BadResponse, OnlineSearchClient, RateLimiter, RetryPolicy, clean_query,
+                                 http_call, redact, with_params)
 from helpers.search.types import SearchItem, SearchResult
 
 WIKIPEDIA_SEARCH_ENDPOINT = "https://en.wikipedia.org/w/api.php"
@@ -70,8 +71,29 @@ class WikipediaSearchClient(OnlineSearchClient):
     def __repr__(self) -> str:
         return f"WikipediaSearchClient(endpoint={self.endpoint!r}, topk={self.topk})"
 
+    def _prepare(self, query: str) -> tuple[str, dict[str, str]]:
+        """The one place the request is built: the GET URL (endpoint + encoded parameters) and headers.
+
+        Both ``search`` (through ``_request``) and ``request_url`` use it, so they cannot drift apart.
+        Anything secret would belong in the headers, never in the URL (Wikipedia needs no key).
+        """
+        url = with_params(self.endpoint, search_params(query, self.topk, self.exchars))
+        return url, {"User-Agent": WIKIPEDIA_USER_AGENT}
+
+    def request_url(self, query: str) -> str:
+        """The exact URL ``search(query)`` requests (query stripped as ``search`` does); sends nothing.
+
+        Only the URL: headers are left out, and any secret of the client is masked as ``***``.
+        Raises ValueError for a blank query, for which ``search`` sends no request at all.
+        """
+        query = clean_query(query)
+        if not query:
+            raise ValueError("empty query: search() sends no request for it")
+        url, _headers = self._prepare(query)
+        return redact(url, self._secrets())
+
     def _request(self, query: str, started: float) -> SearchResult:
-        response = http_call(self.endpoint, params=search_params(query, self.topk, self.exchars),
-                             headers={"User-Agent": WIKIPEDIA_USER_AGENT}, timeout=self.timeout)
+        url, headers = self._prepare(query)
+        response = http_call(url, headers=headers, timeout=self.timeout)
         items = parse_pages(response.json())
         return SearchResult(ok=True, items=items, latency=time.perf_counter() - started, status=response.status)
