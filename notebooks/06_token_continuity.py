@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -109,6 +111,31 @@ if len(trajectory.turns) >= 2:
         check_continuity(broken)
     except ValueError as error:
         print(type(error).__name__, "→", error)
+
+# %% [markdown]
+# ## Trap 4 — the same model file, two tokenizers
+#
+# Continuity also breaks *between machines*. The course builds its tokenizer from the model's GGUF
+# file. On the H200 of the recorded run, transformers 5.17 split Qwen's `<tool_call>` into four
+# tokens (`<`, `tool`, `_call`, `>`). Here, 5.24 keeps it as one token (151657), as the original
+# Qwen tokenizer does. The run trained and evaluated consistently under the split, and its adapter
+# answered well. Loaded under the one-token split, the same adapter wrote its calls without the
+# tags, and format fell to 0. Nothing looked wrong in the text.
+#
+# So every checkpoint now records how its tokenizer splits the template markers, and the engine
+# refuses weights trained under another split:
+
+# %%
+import json
+
+from helpers import config
+from helpers.models import tokenizer_fingerprint
+
+print("this tokenizer:       ", tokenizer_fingerprint(tokenizer))
+recorded = config.RESULTS_DIR / "h200" / "adapter" / "meta.json"
+if recorded.exists():
+    meta = json.loads(recorded.read_text())
+    print("recorded GPU adapter: ", meta.get("tokenizer"), f"({meta['base_model']})")
 
 # %% [markdown]
 # ## The seams, token by token
