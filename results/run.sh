@@ -36,6 +36,12 @@ field() { "$PY" -c "import json; print(json.load(open('$WORK/sft/result.json'))[
 SFT_STATE=$(field state_path)
 SFT_SAMPLER=$(field sampler_path)
 echo "$(date -u +%FT%TZ) sft done" | tee -a "$LOGS/run.log"
+# Compile the decode step once, before four processes would each compile it at the same time
+# (they then load it from torch's on-disk cache); a failure here only costs that time.
+"$PY" -c "
+import sys; from helpers.engine import connect; from helpers.engine.probes import warm_up_decoding
+print(warm_up_decoding(connect().create_sampling_client(base_model=sys.argv[1], model_path=sys.argv[2])))
+" "$MODEL" "$SFT_SAMPLER" >"$LOGS/warm_up.log" 2>&1 || echo "warm-up failed: see $LOGS/warm_up.log"
 
 # the GRPO flags of the preset, for the efficiency runs (same budgets, rank, questions)
 EFF_FLAGS=$("$PY" - "$PRESET" <<'EOF'

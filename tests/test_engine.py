@@ -390,3 +390,18 @@ def test_marker_tokens_of_the_gguf_become_single_tokens():
     decoded = tok.decode([7, 6, 8], skip_special_tokens=True)
     assert "<tool_call>" in decoded and "<|im_end|>" not in decoded
     assert ensure_atomic_tokens(tok, [(7, "<tool_call>", 4)]) == []  # idempotent
+
+
+def test_warm_up_decodes_every_requested_shape(service):
+    from helpers.engine.probes import warm_up_decoding
+
+    from helpers.engine.host import get_host
+
+    sc = service.create_sampling_client(base_model=MODEL)
+    before = dict(get_host(MODEL).stats)
+    timings = warm_up_decoding(sc, shapes=((1, 8), (3, 20)), max_tokens=2)
+    after = get_host(MODEL).stats
+    assert [(t["rows"], t["prompt_tokens"]) for t in timings] == [(1, 9), (3, 21)]
+    assert after["sampled_rows"] - before["sampled_rows"] == 4  # every row of every shape was decoded
+    assert after["decode_batches"] - before["decode_batches"] == 2  # each shape's rows in one batch
+    assert all(t["seconds"] > 0 for t in timings)
