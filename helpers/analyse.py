@@ -41,6 +41,17 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def first_last_quarter(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[float, float]:
+    """Mean of `key` over the first and over the last quarter of a run's steps (nan where absent)."""
+    n = max(1, len(rows) // 4)
+
+    def mean(part):
+        values = [r[key] for r in part if key in r]
+        return sum(values) / len(values) if values else float("nan")
+
+    return mean(rows[:n]), mean(rows[-n:])
+
+
 def summary_of(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     calls = [int(r.get("search_calls", 0)) for r in rows]
     total_calls = sum(calls)

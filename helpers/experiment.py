@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from helpers.analyse import compare, format_comparison, format_table, plot_eval, plot_training, read_jsonl, summarise
+from helpers.analyse import (compare, first_last_quarter, format_comparison, format_table, plot_eval, plot_training,
+                             read_jsonl, summarise)
 from helpers.eval import EvalConfig, evaluate
 from helpers.sft import SFTConfig, run_sft
 from helpers.train import RunDir, TrainConfig, _field_type, train
@@ -245,19 +246,15 @@ def stage_report(plan: Plan) -> Path:
     metrics = read_jsonl(out / "grpo" / "metrics.jsonl") if (out / "grpo" / "metrics.jsonl").exists() else []
     if metrics:
         plot_training(metrics, out / "grpo_training.png", title=f"GRPO on {plan.grpo.model}")
-        first, last = metrics[: max(1, len(metrics) // 4)], metrics[-max(1, len(metrics) // 4):]
-
-        def avg(rows, key):
-            return sum(r[key] for r in rows) / len(rows)
-
+        quarters = {key: first_last_quarter(metrics, key) for key in
+                    ("reward_mean", "exact_match", "valid_format_rate", "search_calls_mean", "multi_search_share",
+                     "degenerate_group_share", "time_step")}
         lines += [
             "## GRPO training", "",
             f"{len(metrics)} steps, {plan.grpo.questions_per_batch} questions x group {plan.grpo.group_size}; "
             f"first quarter vs last quarter of steps:", "",
             "| metric | first | last |", "|---|---|---|",
-            *(f"| {key} | {avg(first, key):.3f} | {avg(last, key):.3f} |" for key in
-              ("reward_mean", "exact_match", "valid_format_rate", "search_calls_mean", "multi_search_share",
-               "degenerate_group_share", "time_step")),
+            *(f"| {key} | {first:.3f} | {last:.3f} |" for key, (first, last) in quarters.items()),
             "", "![GRPO training](grpo_training.png)", "",
         ]
     if (out / "sft" / "metrics.jsonl").exists():

@@ -34,6 +34,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _wait_until_serving(url: str, seconds: float, pause: float = 1.0, process=None) -> bool:
+    """True once `url` answers; False after `seconds`, or as soon as `process` has exited."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return True
+        except OSError:
+            if process is not None and process.poll() is not None:
+                return False
+            time.sleep(pause)
+    return False
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     if not Path(CHROMIUM).exists():
@@ -55,16 +69,9 @@ def lab(tmp_path_factory):
         cwd=notebooks, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/api/status", timeout=2)
-            break
-        except OSError:
-            if process.poll() is not None:
-                pytest.fail(f"JupyterLab exited: {(home / 'lab.log').read_text()[-2000:]}")
-            time.sleep(1)
-    else:
+    if not _wait_until_serving(f"{url}/api/status", 120, process=process):
+        if process.poll() is not None:
+            pytest.fail(f"JupyterLab exited: {(home / 'lab.log').read_text()[-2000:]}")
         process.terminate()
         pytest.fail("JupyterLab did not start within 120 s")
     yield url
@@ -209,13 +216,7 @@ window.ready = true;
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     dialogs: list[str] = []
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.2)
+        _wait_until_serving(f"http://127.0.0.1:{port}/index.html", 30, pause=0.2)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             page = browser.new_page()

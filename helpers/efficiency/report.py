@@ -10,22 +10,10 @@ A hand-written `NOTES.md` in the folder (what the run shows, caveats) is appende
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
 COMPARED = ("search_calls_mean", "multi_search_share", "assistant_tokens_mean", "trajectory_tokens_mean",
             "exact_match", "reward_mean_used", "eff/pen_tool_mean", "eff/pen_len_mean",
             "degenerate_group_share", "mismatch/kl_k3", "time_step")
-
-
-def _quarters(rows: Sequence[dict], key: str) -> tuple[float, float]:
-    n = max(1, len(rows) // 4)
-    first, last = rows[:n], rows[-n:]
-
-    def mean(part):
-        values = [r[key] for r in part if key in r]
-        return sum(values) / len(values) if values else float("nan")
-
-    return mean(first), mean(last)
 
 
 def write_report(folder: str | Path) -> Path:
@@ -34,6 +22,7 @@ def write_report(folder: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from helpers.analyse import first_last_quarter
     from helpers.efficiency.budget import load_budget_points, plot_tool_efficiency
     from helpers.efficiency.training import REWARDS, load_metrics, plot_reward_comparison
     from helpers.mismatch import MismatchHistory
@@ -60,7 +49,7 @@ def write_report(folder: str | Path) -> Path:
         for key in COMPARED:
             cells = []
             for name in names:
-                a, b = _quarters(runs[name], key)
+                a, b = first_last_quarter(runs[name], key)
                 cells.append(f"{a:.4g} -> {b:.4g}")
             lines.append(f"| {key} | " + " | ".join(cells) + " |")
         lines += ["", "![reward comparison](reward_comparison.png)", ""]
