@@ -25,8 +25,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 setup: $(STAMP)
 	$(BIN)/python -m helpers setup
 
+# Jupyter refuses to start as root (containers, cloud VMs) unless told it may.
 lab: setup
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The browser test drives Debian's Chromium (no browser download).
 browser:
