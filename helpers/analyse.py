@@ -114,6 +114,69 @@ def compare(rows_a: Sequence[Mapping], rows_b: Sequence[Mapping], labels: tuple[
     return out
 
 
+def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[str, Any]]:
+    """Each row with `first_search_hit`: did its first query's results contain a gold answer?
+
+    Re-runs the first query on `search` (a backend with `.search(query) -> SearchResult`), so
+    use the one the run used; the local BM25 index is deterministic. Rows without a search get
+    None. This is the test of "a second search where one is not enough".
+    """
+    from helpers.sft import find_answer_in
+
+    out = []
+    for row in rows:
+        row = dict(row)
+        queries = row.get("queries") or []
+        if queries:
+            result = search.search(queries[0])
+            evidence = "\n".join(f"{item.title}\n{item.content}" for item in result.items)
+            row["first_search_hit"] = find_answer_in(evidence, row.get("answers") or []) is not None
+        else:
+            row["first_search_hit"] = None
+        out.append(row)
+    return out
+
+
+def second_search_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Share of second searches and EM, split by whether the first search already found the answer."""
+    groups = {"first search found it": [r for r in rows if r.get("first_search_hit") is True],
+              "first search missed": [r for r in rows if r.get("first_search_hit") is False]}
+    table = {}
+    for name, group in groups.items():
+        again = [r for r in group if int(r.get("search_calls", 0)) >= 2]
+        table[name] = {
+            "n": len(group),
+            "searched_again": _mean([float(int(r.get("search_calls", 0)) >= 2) for r in group]),
+            "em_strict": _mean([float(bool(r.get("exact_match"))) for r in group]),
+            "em_strict_if_again": _mean([float(bool(r.get("exact_match"))) for r in again]) if again else None,
+        }
+    return table
+
+
+def second_search_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]):
+    """Bars: share of questions searched again, when the first search found the answer and when it missed."""
+    import matplotlib.pyplot as plt
+
+    labels = list(tables)
+    groups = ("first search found it", "first search missed")
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(labels), 3.2))
+    width = 0.38
+    for k, (group, colour) in enumerate(zip(groups, ("#8fbc8f", "#cd5c5c"))):
+        xs = [i + (k - 0.5) * width for i in range(len(labels))]
+        values = [tables[label][group]["searched_again"] for label in labels]
+        ax.bar(xs, values, width, color=colour, label=group)
+        for x, label in zip(xs, labels):
+            ax.text(x, tables[label][group]["searched_again"] + 0.01, f"n={tables[label][group]['n']}",
+                    ha="center", fontsize=7)
+    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
+    ax.set_ylabel("searched again")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("A second search where one is not enough?")
+    fig.tight_layout()
+    return fig
+
+
 def format_table(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], columns=COLUMNS) -> str:
     """Markdown: one row per (run, data source). `summaries` is {label: summarise(rows)}."""
     header = ["run", "source"] + [title for _, title, _ in columns]

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from helpers.analyse import (compare, first_last_quarter, format_comparison, format_table, plot_eval, plot_training,
-                             read_jsonl, summarise)
+from helpers.analyse import (compare, first_last_quarter, first_search_hits, format_comparison, format_table, plot_eval,
+                             plot_training, read_jsonl, second_search_table, summarise)
 from helpers.eval import EvalConfig, evaluate
 from helpers.sft import SFTConfig, run_sft
 from helpers.train import RunDir, TrainConfig, _field_type, train
@@ -230,6 +230,28 @@ def export_adapter(policy_path: str, target: Path) -> Path:
     return target
 
 
+def second_search_section(evals: dict[str, list[dict]], backend: str) -> list[str]:
+    """Markdown: how often each agent searched again, split by whether its first search already
+    held a gold answer (re-run on the local index, which is deterministic)."""
+    agents = {label: rows for label, rows in evals.items()  # RAG's one forced search is not a choice
+              if any(r.get("queries") for r in rows) and all(r.get("mode", "agent") == "agent" for r in rows)}
+    if backend != "local" or not agents:
+        return []
+    from helpers.search.local import LocalSearchClient
+
+    client = LocalSearchClient()
+    lines = ["### A second search where one is not enough?", "",
+             "First query re-run on the local index: did its results hold a gold answer?", "",
+             "| run | first search | n | searched again | EM strict | EM strict when searched again |",
+             "|---|---|---|---|---|---|"]
+    for label, rows in agents.items():
+        for group, row in second_search_table(first_search_hits(rows, client)).items():
+            again = "–" if row["em_strict_if_again"] is None else f"{row['em_strict_if_again']:.3f}"
+            lines.append(f"| {label} | {group} | {row['n']} | {row['searched_again']:.3f} | "
+                         f"{row['em_strict']:.3f} | {again} |")
+    return lines + [""]
+
+
 def stage_report(plan: Plan) -> Path:
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
@@ -264,7 +286,10 @@ def stage_report(plan: Plan) -> Path:
                   f"{sft_result.get('demonstrations', '?')} scripted demonstrations "
                   f"({sft_result.get('skipped', '?')} questions skipped: answer not in the evidence), "
                   f"{len(sft_rows)} optimiser steps, {sft_result.get('seconds', 0):.0f} s; "
-                  f"NLL {sft_rows[0]['nll']:.3f} -> {sft_rows[-1]['nll']:.3f}.", ""]
+                  f"NLL {sft_rows[0]['nll']:.3f} -> {sft_rows[-1]['nll']:.3f}"
+                  + (f"; probability of `<tool_call>` where a demonstration calls search: "
+                     f"{sft_result['call_marker_prob']:.2f}" if sft_result.get("call_marker_prob") is not None else "")
+                  + ".", ""]
     evals = {label: read_jsonl(out / "eval" / f"{label}.jsonl") for label, _, _ in EVALS
              if (out / "eval" / f"{label}.jsonl").exists()}
     if evals:
@@ -276,6 +301,7 @@ def stage_report(plan: Plan) -> Path:
         if "sft" in evals and "sft_grpo" in evals:
             tables += ["### SFT vs SFT + GRPO", "",
                        format_comparison(compare(evals["sft"], evals["sft_grpo"], ("sft", "sft_grpo")), ("sft", "sft_grpo")), ""]
+        tables += second_search_section(evals, plan.eval.search_backend)
         (out / "tables.md").write_text("\n".join(tables) + "\n")
         lines += tables + ["![strict EM](eval_em_strict.png)", ""]
         (out / "summary_eval.json").write_text(json.dumps(summaries, indent=2))

@@ -112,8 +112,18 @@ def assemble_gguf(name: str, target_dir: Path | None = None) -> Path:
     return target
 
 
+# Bumped when provisioning writes a different tokenizer; older caches are provisioned again.
+TOKENIZER_RULE = 2
+
+
 def is_provisioned(name: str) -> bool:
-    return (model_dir(name) / "model.safetensors").exists() and (model_dir(name) / "tokenizer_config.json").exists()
+    d = model_dir(name)
+    if not ((d / "model.safetensors").exists() and (d / "tokenizer_config.json").exists()):
+        return False
+    try:
+        return json.loads((d / "course_model.json").read_text()).get("tokenizer_rule") == TOKENIZER_RULE
+    except (OSError, ValueError):
+        return False
 
 
 def provision(name: str, force: bool = False, gguf_path: str | Path | None = None) -> Path:
@@ -138,10 +148,12 @@ def provision(name: str, force: bool = False, gguf_path: str | Path | None = Non
             raise ModelNotAvailable(f"{gguf_path} is not the {name} GGUF (sha256 mismatch)")
     print(f"    {name}: dequantising {gguf_path.name} (about a minute, once)…", flush=True)
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-    ensure_atomic_tokens(tokenizer, gguf_marker_tokens(gguf_path))
     model = AutoModelForCausalLM.from_pretrained(
         gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32
     )
+    markers = gguf_marker_tokens(gguf_path)
+    untrained = untrained_rows(model.get_input_embeddings().weight.detach(), [m[0] for m in markers])
+    settle_marker_tokens(tokenizer, markers, untrained)
     # transformers refuses to save a GGUF-loaded model while it still looks quantised.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
@@ -154,7 +166,8 @@ def provision(name: str, force: bool = False, gguf_path: str | Path | None = Non
         # Qwen2.5 uses, so one parser and one protocol serve both models.
         tokenizer.chat_template = (Path(__file__).parent / "templates" / "chatml_tools.jinja").read_text()
     tokenizer.save_pretrained(tmp)
-    (tmp / "course_model.json").write_text(json.dumps({"name": name, "source": gguf_path.name}))
+    (tmp / "course_model.json").write_text(json.dumps({"name": name, "source": gguf_path.name,
+                                                      "tokenizer_rule": TOKENIZER_RULE}))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     if spec(name).sha256 is not None and gguf_path.parent == config.cache_dir() / "gguf":
@@ -179,31 +192,62 @@ def gguf_marker_tokens(gguf_path: str | Path) -> list[tuple[int, str, int]]:
     return out
 
 
-def ensure_atomic_tokens(tokenizer, markers) -> list[str]:
-    """Make every control / user-defined GGUF token encode as its own single id.
+def untrained_rows(embeddings, ids, threshold: float = 0.999) -> set[int]:
+    """Ids among `ids` whose embedding row (nearly) repeats another's: never trained.
 
-    transformers up to at least 5.17 turns only control tokens into added tokens, so
-    Qwen2.5's `<tool_call>` (user-defined) was split into `<`, `tool`, `_call`, `>`; 5.24
-    keeps it whole. A model trained with one tokenizer and run with the other is out of
-    distribution, so the cache must not depend on the transformers version. Control tokens
-    become special (skipped when decoding), user-defined ones stay in the text.
-    Returns the tokens it had to add.
+    Pre-training leaves unused special tokens at one shared initial vector; quantisation adds
+    a little noise. In Qwen2.5-Coder-0.5B `<tool_call>` and `</tool_call>` have cosine 1.0000
+    to each other and to the unused vision tokens, so as single ids they are indistinguishable.
     """
-    from tokenizers import AddedToken
+    import torch
 
-    fixed = []
+    ids = [i for i in ids if i < embeddings.shape[0]]
+    if len(ids) < 2:
+        return set()
+    rows = torch.nn.functional.normalize(embeddings[ids].float(), dim=1)
+    cosine = rows @ rows.T
+    cosine.fill_diagonal_(0)
+    return {i for i, near in zip(ids, (cosine >= threshold).any(dim=1).tolist()) if near}
+
+
+def settle_marker_tokens(tokenizer, markers, untrained: set[int] = frozenset()) -> dict[str, str]:
+    """One tokenisation of the GGUF's control / user-defined tokens, whatever transformers does.
+
+    transformers 5.17 leaves user-defined tokens (Qwen's `<tool_call>`) split into `<`, `tool`,
+    `_call`, `>`; 5.24 makes them single ids. Weights trained under one split are out of
+    distribution under the other, so the cache must not depend on the version. Rule: control
+    tokens are single special ids; a user-defined token is a single id only if the model
+    learned it, otherwise it is spelled in ordinary pieces the model can emit (measured: after
+    SFT on the single id, the 0.5B wrote `<|im_start|>` where `<tool_call>` belonged).
+    Returns {token: "single" | "pieces"} for the tokens it had to change.
+    """
+    import json
+
+    from tokenizers import AddedToken, Tokenizer
+
+    changed = {}
     for token_id, text, kind in markers:
         if tokenizer.convert_tokens_to_ids(text) != token_id:
             continue  # not this id in the vocabulary: leave it alone
-        if tokenizer.encode(text, add_special_tokens=False) == [token_id]:
+        single = tokenizer.encode(text, add_special_tokens=False) == [token_id]
+        if kind == GGUF_USER_DEFINED and token_id in untrained:
+            if single:
+                raw = json.loads(tokenizer.backend_tokenizer.to_str())
+                raw["added_tokens"] = [a for a in raw["added_tokens"] if a["content"] != text]
+                tokenizer._tokenizer = Tokenizer.from_str(json.dumps(raw))
+                if tokenizer.encode(text, add_special_tokens=False) == [token_id]:
+                    raise RuntimeError(f"could not spell {text!r} in pieces")
+                changed[text] = "pieces"
+            continue
+        if single:
             continue
         special = kind == GGUF_CONTROL
-        added = AddedToken(text, special=special, normalized=False, lstrip=False, rstrip=False)
-        tokenizer.add_tokens([added], special_tokens=special)
+        tokenizer.add_tokens([AddedToken(text, special=special, normalized=False, lstrip=False, rstrip=False)],
+                             special_tokens=special)
         if tokenizer.encode(text, add_special_tokens=False) != [token_id]:
             raise RuntimeError(f"could not make {text!r} a single token (id {token_id})")
-        fixed.append(text)
-    return fixed
+        changed[text] = "single"
+    return changed
 
 
 TEMPLATE_MARKERS = ("<tool_call>", "</tool_call>", "<|im_start|>", "<|im_end|>")
@@ -215,6 +259,25 @@ def tokenizer_fingerprint(tokenizer) -> dict[str, list[int]]:
     Weights trained under one split and sampled under another see prompts they never saw.
     """
     return {marker: list(tokenizer.encode(marker, add_special_tokens=False)) for marker in TEMPLATE_MARKERS}
+
+
+def marker_cosines(name: str | None = None, markers=TEMPLATE_MARKERS):
+    """(markers that have a vocabulary id, cosine matrix of their input-embedding rows).
+
+    Reads only the embedding tensor from the cached safetensors, not the whole model. Rows at
+    cosine ~1 to each other were never trained (see `untrained_rows`).
+    """
+    import torch
+    from safetensors import safe_open
+
+    tokenizer = load_tokenizer(name)
+    known = [(m, tokenizer.convert_tokens_to_ids(m)) for m in markers]
+    known = [(m, i) for m, i in known if isinstance(i, int) and i != tokenizer.unk_token_id]
+    with safe_open(str(_require(name or config.default_model()) / "model.safetensors"), "pt") as f:
+        key = next(k for k in f.keys() if k.endswith("embed_tokens.weight"))
+        rows = f.get_tensor(key)[[i for _, i in known]]
+    rows = torch.nn.functional.normalize(rows.float(), dim=1)
+    return [m for m, _ in known], rows @ rows.T
 
 
 def _require(name: str) -> Path:

@@ -116,14 +116,18 @@ if len(trajectory.turns) >= 2:
 # ## Trap 4 — the same model file, two tokenizers
 #
 # Continuity also breaks *between machines*. The course builds its tokenizer from the model's GGUF
-# file. On the H200 of the recorded run, transformers 5.17 split Qwen's `<tool_call>` into four
-# tokens (`<`, `tool`, `_call`, `>`). Here, 5.24 keeps it as one token (151657), as the original
-# Qwen tokenizer does. The run trained and evaluated consistently under the split, and its adapter
-# answered well. Loaded under the one-token split, the same adapter wrote its calls without the
-# tags, and format fell to 0. Nothing looked wrong in the text.
+# file, and two versions of transformers build two tokenizers from it: 5.17 spells Qwen's
+# `<tool_call>` in four ordinary pieces (`<`, `tool`, `_call`, `>`), 5.24 makes it one token
+# (151657). A model trained under one split and run under the other sees prompts it never saw.
 #
-# So every checkpoint now records how its tokenizer splits the template markers, and the engine
-# refuses weights trained under another split:
+# Which split is right? Ask the weights. In Qwen2.5-Coder-0.5B the embedding rows of `<tool_call>`
+# and `</tool_call>` are the same vector (cosine 1.0000), shared with the unused vision tokens:
+# pre-training never used them. An SFT run under the single ids learned to write *a* marker, and
+# wrote `<|im_start|>` where `<tool_call>` belonged; format was 0 on every rollout. Under the four
+# pieces, which the model knows, the same SFT works. So the course spells an untrained marker in
+# pieces on every version (`helpers.models.settle_marker_tokens`), and every checkpoint records how
+# its tokenizer splits the template markers. The engine refuses weights trained under another
+# split:
 
 # %%
 import json
@@ -136,6 +140,26 @@ recorded = config.RESULTS_DIR / "h200" / "adapter" / "meta.json"
 if recorded.exists():
     meta = json.loads(recorded.read_text())
     print("recorded GPU adapter: ", meta.get("tokenizer"), f"({meta['base_model']})")
+
+# %% [markdown]
+# See it in the weights of the model you are running: the cosine between the embedding rows of the
+# four markers. A bright off-diagonal square means two markers the model cannot tell apart.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+from helpers.models import marker_cosines
+
+names, cosine = marker_cosines()
+fig, ax = plt.subplots(figsize=(4.2, 3.6))
+ax.imshow(cosine, vmin=-1, vmax=1, cmap="RdBu_r")
+ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+ax.set_yticks(range(len(names)), names)
+for (i, j), value in np.ndenumerate(cosine.numpy()):
+    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+ax.set_title("cosine of marker embeddings")
+plt.show()
 
 # %% [markdown]
 # ## The seams, token by token

@@ -87,7 +87,8 @@ from helpers.widgets import TrainingDashboard
 
 results = config.RESULTS_DIR
 metric_files = sorted(results.glob("**/metrics.jsonl")) if results.exists() else []
-grpo_metrics = [p for p in metric_files if "sft" not in p.parts[-2]]
+main_run = results / "h200" / "grpo" / "metrics.jsonl"  # the run the README reports
+grpo_metrics = [main_run] if main_run.exists() else [p for p in metric_files if "sft" not in p.parts[-2]]
 eval_files = [p for p in sorted(results.glob("**/*.jsonl")) if p not in metric_files] if results.exists() else []
 replay = TrainingDashboard("recorded run")
 if grpo_metrics:
@@ -109,6 +110,37 @@ for path in eval_files:
     if rows and isinstance(rows[0], dict) and "exact_match" in rows[0]:
         recorded[str(path.relative_to(results))] = summarise(rows)
 print(format_table(recorded) if recorded else "No recorded evaluation rows in results/ yet.")
+
+# %% [markdown]
+# ## A second search where one is not enough?
+#
+# "Search again when the evidence lacks the answer" is the behaviour GRPO is supposed to add. To
+# check it, re-run each agent's *first* query on the local index (it is deterministic) and ask
+# whether those results held a gold answer. A good agent searches again mostly on the red bars.
+# In the recorded runs, notice two things: how often the first search already suffices, and what
+# a single GRPO step did to an SFT policy that searched again indiscriminately.
+
+# %%
+import matplotlib.pyplot as plt
+
+from helpers.analyse import first_search_hits, second_search_figure, second_search_table
+from helpers.widgets.course import search_client
+
+agent_runs = {}
+for path in eval_files:
+    rows = read_jsonl(path)
+    searched = sum(bool(r.get("queries")) for r in rows) if rows and isinstance(rows[0], dict) else 0
+    if searched and rows[0].get("mode") == "agent" and searched >= len(rows) / 2:
+        agent_runs[str(path.relative_to(results).with_suffix(""))] = rows
+if not agent_runs:  # no recorded run: this notebook's own evaluations
+    agent_runs = {"base (here)": base_rows, "checkpoint (here)": checkpoint_rows}
+search_tables = {label: second_search_table(first_search_hits(rows, search_client("local")))
+                 for label, rows in agent_runs.items() if rows}
+if search_tables:
+    second_search_figure(search_tables)
+    plt.show()
+else:
+    print("No agent evaluation with searches to analyse yet.")
 
 # %% [markdown]
 # ## Ask the agent

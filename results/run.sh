@@ -36,12 +36,8 @@ field() { "$PY" -c "import json; print(json.load(open('$WORK/sft/result.json'))[
 SFT_STATE=$(field state_path)
 SFT_SAMPLER=$(field sampler_path)
 echo "$(date -u +%FT%TZ) sft done" | tee -a "$LOGS/run.log"
-# Compile the decode step once, before four processes would each compile it at the same time
-# (they then load it from torch's on-disk cache); a failure here only costs that time.
-"$PY" -c "
-import sys; from helpers.engine import connect; from helpers.engine.probes import warm_up_decoding
-print(warm_up_decoding(connect().create_sampling_client(base_model=sys.argv[1], model_path=sys.argv[2])))
-" "$MODEL" "$SFT_SAMPLER" >"$LOGS/warm_up.log" 2>&1 || echo "warm-up failed: see $LOGS/warm_up.log"
+# No warm-up before the tracks: measured on an H200, compiling once up front (227 s) cost more than
+# the four processes compiling side by side (185-213 s each); see benchmarks/RESULTS.md.
 
 # the GRPO flags of the preset, for the efficiency runs (same budgets, rank, questions)
 EFF_FLAGS=$("$PY" - "$PRESET" <<'EOF'

@@ -45,3 +45,36 @@ def test_table_and_plots(tmp_path):
                 "kl_sampler_trainer_k3": 0.001} for i in range(4)]
     assert plot_training(metrics, tmp_path / "t.png").stat().st_size > 1000
     assert plot_eval({"sft": summarise(A), "grpo": summarise(B)}, tmp_path / "e.png").stat().st_size > 1000
+
+
+def test_second_searches_are_split_by_whether_the_first_search_found_the_answer():
+    from helpers.analyse import first_search_hits, second_search_table
+    from helpers.search.types import SearchItem, SearchResult
+
+    class Index:
+        def __init__(self):
+            self.queries = []
+
+        def search(self, query):
+            self.queries.append(query)
+            text = {"capital of france": "Paris is the capital.", "tallest dog": "Dogs vary."}.get(query, "")
+            return SearchResult(ok=True, items=[SearchItem(title="T", content=text)], latency=0.0)
+
+    rows = [
+        {"queries": ["capital of france"], "answers": ["Paris"], "search_calls": 1, "exact_match": True},
+        {"queries": ["capital of france", "x"], "answers": ["Paris"], "search_calls": 2, "exact_match": False},
+        {"queries": ["tallest dog", "Zeus (dog)"], "answers": ["Zeus"], "search_calls": 2, "exact_match": True},
+        {"queries": ["tallest dog"], "answers": ["Zeus"], "search_calls": 1, "exact_match": False},
+        {"queries": [], "answers": ["Zeus"], "search_calls": 0, "exact_match": False},
+    ]
+    index = Index()
+    marked = first_search_hits(rows, index)
+    assert [r["first_search_hit"] for r in marked] == [True, True, False, False, None]
+    assert index.queries == ["capital of france"] * 2 + ["tallest dog"] * 2  # only first queries re-run
+    table = second_search_table(marked)
+    found, missed = table["first search found it"], table["first search missed"]
+    assert (found["n"], found["searched_again"], found["em_strict"], found["em_strict_if_again"]) == (2, 0.5, 0.5, 0.0)
+    assert (missed["n"], missed["searched_again"], missed["em_strict"], missed["em_strict_if_again"]) == (2, 0.5, 0.5, 1.0)
+    # a word inside another word is not a hit
+    assert first_search_hits([{"queries": ["capital of france"], "answers": ["Pari"]}], index)[0]["first_search_hit"] is False
+    assert second_search_table([])["first search missed"]["em_strict_if_again"] is None

@@ -370,26 +370,54 @@ def test_checkpoints_carry_the_tokenizer_split_and_refuse_another(service, promp
         fresh.load_state(str(other))
 
 
-def test_marker_tokens_of_the_gguf_become_single_tokens():
-    """transformers 5.17 left user-defined GGUF tokens (Qwen's <tool_call>) split; provisioning fixes that."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+def _word_level_tokenizer():
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
-
-    from helpers.models import ensure_atomic_tokens
 
     vocab = {"[UNK]": 0, "<": 1, ">": 2, "tool": 3, "_": 4, "call": 5, "hi": 6, "<tool_call>": 7, "<|im_end|>": 8,
              "|": 9, "im": 10, "end": 11}
     raw = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Punctuation()])
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw)
+    return PreTrainedTokenizerFast(tokenizer_object=raw), AddedToken
+
+
+def test_learned_markers_become_single_tokens():
+    """transformers 5.17 left user-defined GGUF tokens split; a token the model learned is made whole."""
+    from helpers.models import settle_marker_tokens
+
+    tok, _ = _word_level_tokenizer()
     assert tok.encode("<tool_call>hi", add_special_tokens=False) != [7, 6]
-    fixed = ensure_atomic_tokens(tok, [(7, "<tool_call>", 4), (8, "<|im_end|>", 3), (99, "<absent>", 4)])
-    assert fixed == ["<tool_call>", "<|im_end|>"] and len(tok) == len(vocab)
+    changed = settle_marker_tokens(tok, [(7, "<tool_call>", 4), (8, "<|im_end|>", 3), (99, "<absent>", 4)])
+    assert changed == {"<tool_call>": "single", "<|im_end|>": "single"}
     assert tok.encode("<tool_call>hi<|im_end|>", add_special_tokens=False) == [7, 6, 8]
     # user-defined markers stay in decoded text, control tokens are special
     decoded = tok.decode([7, 6, 8], skip_special_tokens=True)
     assert "<tool_call>" in decoded and "<|im_end|>" not in decoded
-    assert ensure_atomic_tokens(tok, [(7, "<tool_call>", 4)]) == []  # idempotent
+    assert settle_marker_tokens(tok, [(7, "<tool_call>", 4)]) == {}  # idempotent
+
+
+def test_untrained_markers_are_spelled_in_pieces(tmp_path):
+    """A user-defined token the model never learned is split the same way on every version."""
+    import torch
+    from transformers import PreTrainedTokenizerFast
+
+    from helpers.models import settle_marker_tokens, untrained_rows
+
+    embeddings = torch.randn(12, 16)
+    embeddings[7] = embeddings[5] * 3  # same direction: an initial vector nobody trained
+    assert untrained_rows(embeddings, [5, 7, 8]) == {5, 7}
+    assert untrained_rows(embeddings, [7, 8]) == set()
+    tok, added = _word_level_tokenizer()
+    tok.add_tokens([added("<tool_call>", special=False, normalized=False)])  # what 5.24 does
+    assert tok.encode("<tool_call>", add_special_tokens=False) == [7]
+    changed = settle_marker_tokens(tok, [(7, "<tool_call>", 4), (8, "<|im_end|>", 3)], untrained={7})
+    assert changed == {"<tool_call>": "pieces", "<|im_end|>": "single"}
+    pieces = tok.encode("<tool_call>hi", add_special_tokens=False)
+    assert pieces[:4] == [1, 3, 4, 5] and 7 not in pieces
+    assert tok.decode(pieces).replace(" ", "") == "<tool_call>hi"
+    tok.save_pretrained(tmp_path)  # the rule survives the cache
+    again = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    assert again.encode("<tool_call>hi<|im_end|>", add_special_tokens=False) == pieces + [8]
 
 
 def test_warm_up_decodes_every_requested_shape(service):

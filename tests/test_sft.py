@@ -152,3 +152,46 @@ def test_gold_titles_come_from_the_split_metadata_and_the_corpus():
     for e in examples:
         assert titles[e.id] == [by_id[g] for g in meta[e.id]["gold_passage_ids"]]
         assert len(titles[e.id]) == 2  # HotpotQA: two supporting passages
+
+
+def test_call_marker_probability_reads_the_marker_where_the_assistant_opens_a_call(tokenizer):
+    """Teacher-forced: low when the policy would not write <tool_call> at the call (format 0 on 2026-11-30)."""
+    import math
+
+    from helpers.protocol import render_tokens
+    from helpers.sft import call_marker_probability
+
+    example = SearchExample(id="n1", question="who wrote hamlet", answers=["William Shakespeare"], data_source="nq")
+    search = ScriptedSearch({"who wrote hamlet": [("Hamlet", "A tragedy by William Shakespeare.")]})
+    demo = teacher_trajectory(example, search, tokenizer, 400)
+    full = render_tokens(tokenizer, demo.messages, add_generation_prompt=False)
+    marker = tokenizer.encode("<tool_call>", add_special_tokens=False)
+    everywhere = [i for i in range(len(full)) if full[i : i + len(marker)] == marker]
+    assert len(everywhere) >= 2  # the system prompt shows the tags too; only the call counts
+
+    class Policy:
+        def __init__(self, marker_logprob):
+            self.marker_logprob, self.prompts = marker_logprob, []
+
+        def compute_logprobs(self, prompt):
+            from concurrent.futures import Future
+
+            ids = prompt.to_ints()
+            self.prompts.append(ids)
+            logprobs = [None] + [-0.01] * (len(ids) - 1)
+            for start in everywhere:
+                for k in range(len(marker)):
+                    logprobs[start + k] = self.marker_logprob
+            future = Future()
+            future.set_result(logprobs)
+            return future
+
+    confident, lost = Policy(-0.01), Policy(-3.0)
+    assert call_marker_probability(confident, tokenizer, [demo]) == pytest.approx(math.exp(-0.01 * len(marker)))
+    assert call_marker_probability(lost, tokenizer, [demo]) == pytest.approx(math.exp(-3.0 * len(marker)))
+    assert lost.prompts == [full]  # the whole demonstration, once
+    # a demonstration without any call has nothing to check
+    answer_only = [m for m in demo.messages if m["role"] in ("system", "user")] + [
+        {"role": "assistant", "content": "Answer: William Shakespeare"}]
+    no_call = type(demo)(demo.example, answer_only, [], "William Shakespeare")
+    assert call_marker_probability(confident, tokenizer, [no_call]) is None

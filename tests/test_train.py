@@ -182,3 +182,17 @@ def test_cli_flags_map_to_config():
     assert (config.backend, config.init_from, config.resume, config.max_minutes) == ("pytrio", "ckpt", False, 2.5)
     assert config.rollout_config(2).group_size == 4
     assert config.rollout_config(2).seed != config.rollout_config(3).seed
+
+
+def test_the_first_step_does_not_predict_the_time_of_later_steps():
+    """It also compiles the decode step: a 227 s first step stopped a 5.5-minute run after one step."""
+    from helpers.train import out_of_time
+
+    budget = 330.0
+    assert not out_of_time(227.0, [227.0], budget)
+    assert not out_of_time(239.0, [227.0, 12.0], budget)
+    assert out_of_time(320.0, [227.0, 12.0, 15.0, 14.0], budget)  # 320 + 15 > 330
+    assert not out_of_time(300.0, [227.0, 12.0, 15.0, 14.0], budget)
+    assert out_of_time(331.0, [227.0], budget)  # already over
+    assert out_of_time(330.0, [], budget)
+    assert not out_of_time(0.0, [], budget)

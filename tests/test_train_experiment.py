@@ -63,7 +63,8 @@ def _jsonl(path: Path, rows):
 def _eval_rows(em_pattern):
     return [{"id": str(i), "data_source": "nq" if i % 2 else "hotpotqa", "exact_match": em,
              "lenient_match": em, "valid_format": True, "search_calls": 1 + (i % 2), "reward": float(em),
-             "sampled_tokens": 20, "trajectory_tokens": 900, "failed_searches": 0, "truncated_observations": 0}
+             "sampled_tokens": 20, "trajectory_tokens": 900, "failed_searches": 0, "truncated_observations": 0,
+             "queries": [f"question {i}"] * (1 + i % 2), "answers": ["qqzzyyx"]}
             for i, em in enumerate(em_pattern)]
 
 
@@ -75,7 +76,7 @@ def test_report_collects_metrics_tables_plots_and_a_small_adapter(tmp_path):
     sft, grpo = Path(plan.sft.out), Path(plan.grpo.out)
     _jsonl(sft / "metrics.jsonl", [{"step": 1, "nll": 1.5}, {"step": 2, "nll": 0.5}])
     (sft / "result.json").write_text(json.dumps({"demonstrations": 5, "skipped": 1, "seconds": 3.0,
-                                                  "sampler_path": "x", "state_path": "y"}))
+                                                  "sampler_path": "x", "state_path": "y", "call_marker_prob": 0.973}))
     metrics = [{"step": s, "reward_mean": 0.1 * s, "exact_match": 0.1 * s, "valid_format_rate": 1.0,
                 "search_calls_mean": 1.0, "multi_search_share": 0.0, "degenerate_group_share": 0.5,
                 "time_step": 2.0, "kl_sampler_trainer_k3": 0.0} for s in range(4)]
@@ -96,6 +97,10 @@ def test_report_collects_metrics_tables_plots_and_a_small_adapter(tmp_path):
         assert (out / name).is_file(), name
     assert "| sft_grpo | all | 4 | 0.750 |" in readme and "SFT vs SFT + GRPO" in readme
     assert "+0.250" in readme  # the paired comparison
+    assert "where a demonstration calls search: 0.97" in readme
+    # no first search can hold a made-up answer: all four rows are "missed", two searched again
+    assert "| sft | first search missed | 4 | 0.500 | 0.500 | 0.500 |" in readme
+    assert "| sft_grpo | first search missed | 4 | 0.500 | 0.750 | 1.000 |" in readme
     exported = load_file(str(out / "adapter" / "adapter.safetensors"))
     assert {t.dtype for t in exported.values()} == {torch.bfloat16}
     original = load_file(str(final / "adapter.safetensors"))

@@ -132,7 +132,7 @@ def train_with_reward(
     from tqdm.auto import tqdm
 
     from helpers import mismatch as mm
-    from helpers.train import batch_for_step, open_session
+    from helpers.train import batch_for_step, open_session, out_of_time
 
     config = dataclasses.replace(config, resume=False)
     session = session or open_session(config)
@@ -150,9 +150,9 @@ def train_with_reward(
     rows: list[dict] = []
     started = time.perf_counter()
     for step in tqdm(range(config.max_steps), desc=f"GRPO ({reward})", disable=not progress):
-        if config.max_minutes is not None and rows:
-            if time.perf_counter() - started + rows[-1]["time_step"] > config.max_minutes * 60:
-                break
+        if config.max_minutes is not None and out_of_time(time.perf_counter() - started,
+                                                          [r["time_step"] for r in rows], config.max_minutes * 60):
+            break
         batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed)
         refs = None if reference is None else reference.for_batch(batch, config.rollout_config(step))
         metrics, _ = reward_step(session, batch, step, reward=reward, efficiency=efficiency,
