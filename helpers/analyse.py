@@ -121,6 +121,7 @@ def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[st
     use the one the run used; the local BM25 index is deterministic. Rows without a search get
     None. This is the test of "a second search where one is not enough".
     """
+    from helpers.search import format_results
     from helpers.sft import find_answer_in
 
     out = []
@@ -128,8 +129,7 @@ def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[st
         row = dict(row)
         queries = row.get("queries") or []
         if queries:
-            result = search.search(queries[0])
-            evidence = "\n".join(f"{item.title}\n{item.content}" for item in result.items)
+            evidence = format_results(search.search(queries[0]))  # what the agent read
             row["first_search_hit"] = find_answer_in(evidence, row.get("answers") or []) is not None
         else:
             row["first_search_hit"] = None

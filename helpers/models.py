@@ -192,6 +192,14 @@ def gguf_marker_tokens(gguf_path: str | Path) -> list[tuple[int, str, int]]:
     return out
 
 
+def cosine_matrix(rows):
+    """Pairwise cosine similarity of the rows of a 2-D tensor."""
+    import torch
+
+    rows = torch.nn.functional.normalize(rows.float(), dim=1)
+    return rows @ rows.T
+
+
 def untrained_rows(embeddings, ids, threshold: float = 0.999) -> set[int]:
     """Ids among `ids` whose embedding row (nearly) repeats another's: never trained.
 
@@ -199,13 +207,10 @@ def untrained_rows(embeddings, ids, threshold: float = 0.999) -> set[int]:
     a little noise. In Qwen2.5-Coder-0.5B `<tool_call>` and `</tool_call>` have cosine 1.0000
     to each other and to the unused vision tokens, so as single ids they are indistinguishable.
     """
-    import torch
-
     ids = [i for i in ids if i < embeddings.shape[0]]
     if len(ids) < 2:
         return set()
-    rows = torch.nn.functional.normalize(embeddings[ids].float(), dim=1)
-    cosine = rows @ rows.T
+    cosine = cosine_matrix(embeddings[ids])
     cosine.fill_diagonal_(0)
     return {i for i, near in zip(ids, (cosine >= threshold).any(dim=1).tolist()) if near}
 
@@ -267,7 +272,6 @@ def marker_cosines(name: str | None = None, markers=TEMPLATE_MARKERS):
     Reads only the embedding tensor from the cached safetensors, not the whole model. Rows at
     cosine ~1 to each other were never trained (see `untrained_rows`).
     """
-    import torch
     from safetensors import safe_open
 
     tokenizer = load_tokenizer(name)
@@ -276,8 +280,7 @@ def marker_cosines(name: str | None = None, markers=TEMPLATE_MARKERS):
     with safe_open(str(_require(name or config.default_model()) / "model.safetensors"), "pt") as f:
         key = next(k for k in f.keys() if k.endswith("embed_tokens.weight"))
         rows = f.get_tensor(key)[[i for _, i in known]]
-    rows = torch.nn.functional.normalize(rows.float(), dim=1)
-    return [m for m, _ in known], rows @ rows.T
+    return [m for m, _ in known], cosine_matrix(rows)
 
 
 def _require(name: str) -> Path:

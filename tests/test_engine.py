@@ -371,21 +371,21 @@ def test_checkpoints_carry_the_tokenizer_split_and_refuse_another(service, promp
 
 
 def _word_level_tokenizer():
-    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab = {"[UNK]": 0, "<": 1, ">": 2, "tool": 3, "_": 4, "call": 5, "hi": 6, "<tool_call>": 7, "<|im_end|>": 8,
              "|": 9, "im": 10, "end": 11}
     raw = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Punctuation()])
-    return PreTrainedTokenizerFast(tokenizer_object=raw), AddedToken
+    return PreTrainedTokenizerFast(tokenizer_object=raw)
 
 
 def test_learned_markers_become_single_tokens():
     """transformers 5.17 left user-defined GGUF tokens split; a token the model learned is made whole."""
     from helpers.models import settle_marker_tokens
 
-    tok, _ = _word_level_tokenizer()
+    tok = _word_level_tokenizer()
     assert tok.encode("<tool_call>hi", add_special_tokens=False) != [7, 6]
     changed = settle_marker_tokens(tok, [(7, "<tool_call>", 4), (8, "<|im_end|>", 3), (99, "<absent>", 4)])
     assert changed == {"<tool_call>": "single", "<|im_end|>": "single"}
@@ -399,6 +399,7 @@ def test_learned_markers_become_single_tokens():
 def test_untrained_markers_are_spelled_in_pieces(tmp_path):
     """A user-defined token the model never learned is split the same way on every version."""
     import torch
+    from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
     from helpers.models import settle_marker_tokens, untrained_rows
@@ -407,8 +408,8 @@ def test_untrained_markers_are_spelled_in_pieces(tmp_path):
     embeddings[7] = embeddings[5] * 3  # same direction: an initial vector nobody trained
     assert untrained_rows(embeddings, [5, 7, 8]) == {5, 7}
     assert untrained_rows(embeddings, [7, 8]) == set()
-    tok, added = _word_level_tokenizer()
-    tok.add_tokens([added("<tool_call>", special=False, normalized=False)])  # what 5.24 does
+    tok = _word_level_tokenizer()
+    tok.add_tokens([AddedToken("<tool_call>", special=False, normalized=False)])  # what 5.24 does
     assert tok.encode("<tool_call>", add_special_tokens=False) == [7]
     changed = settle_marker_tokens(tok, [(7, "<tool_call>", 4), (8, "<|im_end|>", 3)], untrained={7})
     assert changed == {"<tool_call>": "pieces", "<|im_end|>": "single"}

@@ -178,7 +178,8 @@ def warm_up_decoding(sampling_client, shapes=((1, 32), (9, 32), (9, 600)), max_t
     On CUDA the compiled graphs land in torch's on-disk cache, and other processes that start
     afterwards load them instead of compiling. Measured on an H200: a second process's first
     calls took 8.0 s / 0.2 s / 9.1 s instead of 29.6 s / 1.1 s / 41.0 s at batch 1 / 8 / 64.
-    Returns the seconds each shape took.
+    But inside a full run, warming up alone took 227 s, more than it saved four concurrent
+    processes, so results/run.sh does not call it. Returns the seconds each shape took.
     """
     import asyncio
     import time
