@@ -210,6 +210,33 @@ def format_comparison(comparison: Mapping[str, Mapping[str, Any]], labels: tuple
 # --------------------------------------------------------------------------- plots
 
 
+def multi_search_curves(runs: Mapping[str, Sequence[Mapping[str, Any]]]):
+    """Share of sampled trajectories with >= 2 searches per GRPO step, one line per run.
+
+    An x marks a step whose gradient norm was not finite (before the engine dropped such steps,
+    that step turned every weight into NaN).
+    """
+    import math
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    for k, (label, rows) in enumerate(runs.items()):
+        steps = [m["step"] for m in rows]
+        ax.plot(steps, [m.get("multi_search_share", 0.0) for m in rows], marker=".", ms=4, color=f"C{k}", label=label)
+        for m in rows:
+            norm = m.get("grad_norm")
+            if isinstance(norm, float) and not math.isfinite(norm):
+                ax.plot([m["step"]], [m.get("multi_search_share", 0.0)], "x", ms=9, mew=2, color=f"C{k}")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("share with ≥ 2 searches")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+
 def training_figure(metrics: Sequence[Mapping[str, Any]], title: str = "GRPO training"):
     """Reward/EM, format, search calls and sampler-trainer KL per step (a matplotlib Figure)."""
     import matplotlib.pyplot as plt

@@ -47,8 +47,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # One H200, bf16: ~2 min SFT, GRPO sized by --max-minutes (about 20-40 steps), eval on 600 test questions.
     "h200": {
         "common": {"model": "qwen2.5-0.5b", "lora_rank": 16},
+        # second_query="top_title": the teacher results/h200 was trained with (its README has the others)
         "sft": dict(limit=800, epochs=2, batch_size=16, learning_rate=2e-4, micro_batch_datums=16,
-                    micro_batch_tokens=32768, max_tool_response_tokens=768),
+                    micro_batch_tokens=32768, max_tool_response_tokens=768, second_query="top_title"),
         # skip=800: GRPO's questions are the train questions SFT did not script
         "grpo": dict(max_steps=200, questions_per_batch=16, group_size=8, learning_rate=1e-4, save_every=5, skip=800,
                      temperature=1.0, micro_batch_datums=32, micro_batch_tokens=65536, search_concurrency=16,
@@ -147,11 +148,16 @@ def stage_grpo(plan: Plan, max_minutes: float | None, on_step=None) -> dict:
     return train(config, on_step=on_step or _print_step)
 
 
+def _signed(value) -> str:
+    return "  –  " if value is None else f"{value:+.2f}"
+
+
 def _print_step(metrics: dict) -> None:
     print(
         f"step {metrics['step']:>3}  reward {metrics['reward_mean']:+.3f}  EM {metrics['exact_match']:.3f}  "
         f"format {metrics['valid_format_rate']:.2f}  searches {metrics['search_calls_mean']:.2f}  "
-        f"≥2 {metrics['multi_search_share']:.2f}  degenerate {metrics['degenerate_group_share']:.2f}  "
+        f"≥2 {metrics['multi_search_share']:.2f} (adv {_signed(metrics.get('multi_search_advantage_mean'))})  "
+        f"degenerate {metrics['degenerate_group_share']:.2f}  "
         f"KL {metrics.get('kl_sampler_trainer_k3', float('nan')):.4f}  {metrics['time_step']:.1f}s",
         flush=True,
     )

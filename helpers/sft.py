@@ -5,13 +5,16 @@ would start from groups whose rewards are all -0.1 (no signal). A scripted teach
 format first:
 
 1. search the question with the local index;
-2. if no gold answer string appears in the evidence, search again: for the title of a gold
-   passage the first search missed (the teacher's privileged hint, from the train split's
-   metadata), else for the question with the top title appended;
+2. if no gold answer string appears in the evidence, search again with a query the policy could
+   have written itself: a name from the evidence it was shown (the bridge of a two-hop question),
+   a name from the question, or the question plus a result's title. The teacher only gets to
+   choose, from those, the first one that finds the answer;
 3. answer `Answer: <the gold string, spelled as the evidence spells it>`.
 
-Without the hints only 2 % of the demonstrations searched twice, and the SFT policy then never
-did (results/h200, 2026-11-30); with them about 14 % do.
+Earlier teachers searched again with the question plus the top title (2 % of demonstrations
+searched twice, and the SFT policy never did: results/h200), or with the gold passages' titles
+(`teacher_hints`; the policy learned to search again but not what for, since those titles are in
+nothing it reads, and one GRPO step dropped the habit: results/h200_hints).
 
 Questions whose answer never shows up are skipped, so the teacher never answers without
 evidence. Only the TRAIN split is used. The conversation is rendered by the model's own chat
@@ -110,19 +113,60 @@ def fit_observation(tokenizer, result, max_tokens: int | None) -> str | None:
     return best
 
 
+_NAME = re.compile(r"[A-Z][\w'’\-]*(?:\s+(?:(?:of|the|de|for)\s+)?[A-Z0-9][\w'’\-]*)*")
+_NOT_NAMES = frozenset("a an the and of for in on to at by from with as or but if is are was were did does do what who "
+                       "whom whose which when where how why it its he she they his her their there this that these those "
+                       "all some many most after before during since while however also title content source url "
+                       "wikipedia".split())
+
+
+def names_in(text: str) -> list[str]:
+    """Capitalised spans ('Fueled by Ramen', 'Sam Snead'), in order, without leading function words."""
+    out = []
+    for match in _NAME.finditer(text):
+        words = match.group(0).split()
+        while words and (words[0].lower() in _NOT_NAMES or words[0][0].isdigit()):
+            words.pop(0)
+        name = " ".join(words)
+        if len(name) >= 3 and name.lower() not in _NOT_NAMES:
+            out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def reachable_queries(question: str, items, answers: Sequence[str]) -> list[str]:
+    """Second queries the policy could write from what it has read, in the teacher's order.
+
+    Names from the evidence's text (not already in the question), then names in the question,
+    then the question plus each title. Nothing that spells a gold answer: the policy does not know it.
+    """
+    from helpers.reward import normalize_answer
+
+    golds = [g for g in (normalize_answer(a) for a in answers) if g]
+    asked = normalize_answer(question)
+    titles = [item.title.strip() for item in items]
+    evidence = [n for item in items for n in names_in(item.content)
+                if normalize_answer(n) not in asked and n not in titles]
+    candidates = evidence + names_in(question) + [f"{question} {t}" for t in titles]
+    return [q for q in dict.fromkeys(candidates) if q != question
+            and not any(g in normalize_answer(q) for g in golds)]
+
+
 def teacher_trajectory(
     example,
     search_client,
     tokenizer=None,
     max_tool_response_tokens: int | None = None,
     hints: Sequence[str] = (),
+    max_tries: int = 24,
+    second_query: str = "reachable",
 ) -> TeacherTrajectory | None:
     """Script one demonstration for `example`, or None when the evidence never holds the answer.
 
-    When the first evidence lacks the answer, the second search tries, in order, each hint (the
-    titles of the question's gold passages: only the teacher knows them) that the first search
-    did not already return and that does not spell the answer, then the question plus the top
-    title. Only the search that found the answer appears in the demonstration.
+    When the first evidence lacks the answer, the second search tries `hints` first (gold
+    titles the first search did not return; only `teacher_hints` passes them), then
+    `reachable_queries` of the evidence shown, at most `max_tries` searches in all. With
+    `second_query="top_title"` the only fallback is the question plus the top title (the teacher of
+    results/h200). Only the search that found the answer appears in the demonstration.
     """
     from helpers.protocol import build_messages, tool_message
     from helpers.reward import normalize_answer
@@ -141,12 +185,18 @@ def teacher_trajectory(
         return TeacherTrajectory(example, messages, [question], found)
     if not result.ok or not result.items:
         return None
+    shown = [item for i, item in enumerate(result.items, start=1) if f"[{i}] Title:" in observation]
     seen = {item.title.strip() for item in result.items}
     golds = [normalize_answer(a) for a in example.answers if normalize_answer(a)]
     candidates = [h.strip() for h in hints if h.strip() and h.strip() not in seen
                   and not any(g in normalize_answer(h) for g in golds)]
-    candidates.append(f"{question} {result.items[0].title.strip()}")
-    for query in dict.fromkeys(candidates):
+    if second_query == "top_title":
+        candidates.append(f"{question} {result.items[0].title.strip()}")
+    elif second_query == "reachable":
+        candidates += reachable_queries(question, shown, example.answers)
+    else:
+        raise ValueError(f"second_query is 'reachable' or 'top_title', got {second_query!r}")
+    for query in list(dict.fromkeys(candidates))[:max_tries]:
         second = search_client.search(query)
         observation = fit_observation(tokenizer, second, max_tool_response_tokens)
         found = find_answer_in(observation, example.answers) if observation is not None else None
@@ -217,6 +267,29 @@ def build_sft_datum(tokenizer, messages: list[dict[str, Any]], max_tokens: int =
     return TrainingDatum(datum, len(input_tokens))
 
 
+def marker_spans(tokenizer, ids: Sequence[int], trained: Sequence[float], marker: str = "<tool_call>"):
+    """(start, end) of each trained token run whose text begins with `marker`.
+
+    Found by text, not by `tokenizer.encode(marker)`: when the marker is spelled in pieces the
+    template's `>` and the newline after it merge into one token (Qwen: `>\n`), so the encoded
+    marker never appears as such in the rendered conversation.
+    """
+    spans = []
+    for start in range(1, len(ids)):
+        if trained[start] <= 0:
+            continue
+        text = ""
+        for end in range(start, min(len(ids), start + 16)):
+            text += tokenizer.decode([ids[end]])
+            if len(text) >= len(marker):
+                if text.startswith(marker):
+                    spans.append((start, end + 1))
+                break
+            if not marker.startswith(text):
+                break
+    return spans
+
+
 def call_marker_probability(sampling_client, tokenizer, demos, limit: int = 8) -> float | None:
     """Mean probability the policy gives the whole `<tool_call>` marker where a demonstration opens a call.
 
@@ -225,18 +298,16 @@ def call_marker_probability(sampling_client, tokenizer, demos, limit: int = 8) -
     single id, the SFT policy wrote `<|im_start|>` there instead and every rollout was invalid.
     Only assistant tokens count (the system prompt mentions the tags too). None: no call to check.
     """
-    marker = list(tokenizer.encode("<tool_call>", add_special_tokens=False))
     probabilities = []
     for demo in demos[:limit]:
         datum = build_sft_datum(tokenizer, demo.messages).datum
         full = list(datum.model_input.to_ints()) + [int(datum.loss_fn_inputs["target_tokens"].data[-1])]
         trained = [0.0] + list(datum.loss_fn_inputs["weights"].data)  # weight of full[i]
-        starts = [i for i in range(1, len(full) - len(marker) + 1)
-                  if full[i : i + len(marker)] == marker and trained[i] > 0]
-        if not starts:
+        spans = marker_spans(tokenizer, full, trained)
+        if not spans:
             continue
         logprobs = _result(sampling_client.compute_logprobs(pytrio.ModelInput.from_ints(full)))
-        probabilities += [math.exp(sum(logprobs[i + k] for k in range(len(marker)))) for i in starts]
+        probabilities += [math.exp(sum(logprobs[start:end])) for start, end in spans]
     return sum(probabilities) / len(probabilities) if probabilities else None
 
 
@@ -275,7 +346,9 @@ class SFTConfig:
     micro_batch_datums: int = 16
     micro_batch_tokens: int = 16384
     seed: int = 0
-    teacher_hints: bool = True  # second search may use the gold passages' titles (train metadata)
+    teacher_hints: bool = False  # second search may try the gold passages' titles first (run h200_hints)
+    repeat_two_search: int = 1  # each two-search demonstration is trained on this many times per epoch
+    second_query: str = "reachable"  # or "top_title": the teacher of results/h200 (see teacher_trajectory)
     out: str = "results/runs/sft"
     resume: bool = True  # a finished SFT run in `out` is reused, not redone
 
@@ -294,19 +367,32 @@ class SFTResult:
 
 
 def build_demonstrations(examples, search_client, tokenizer, max_tool_response_tokens=768, progress=True,
-                         hints: dict[str, list[str]] | None = None):
+                         hints: dict[str, list[str]] | None = None, second_query: str = "reachable"):
     from tqdm.auto import tqdm
 
     kept, skipped = [], 0
     hints = hints or {}
     for example in tqdm(examples, desc="scripted teacher", disable=not progress):
         demo = teacher_trajectory(example, search_client, tokenizer, max_tool_response_tokens,
-                                  hints.get(example.id, ()))
+                                  hints.get(example.id, ()), second_query=second_query)
         if demo is None:
             skipped += 1
         else:
             kept.append(demo)
     return kept, skipped
+
+
+def sft_datums(render, demos, repeat_two_search: int = 1) -> list:
+    """One datum per demonstration, a two-search one `repeat_two_search` times (rendered once).
+
+    On 2026-11-30 a policy trained on 66 two-search demonstrations among 699 never searched twice;
+    repeated 4 times they made it search again on 54 % of HotpotQA questions (results/h200_reach).
+    """
+    out = []
+    for demo in demos:
+        datum = render(demo.messages)
+        out += [datum] * (repeat_two_search if demo.search_calls > 1 else 1)
+    return out
 
 
 def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, progress: bool = True) -> SFTResult:
@@ -341,14 +427,14 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
         examples = examples[: config.limit] if config.limit else examples
     hints = gold_titles(examples, config.split) if config.teacher_hints else {}
     demos, skipped = build_demonstrations(examples, search_client, tokenizer, config.max_tool_response_tokens, progress,
-                                          hints)
+                                          hints, config.second_query)
     if not demos:
         raise RuntimeError("the scripted teacher found no answer in the evidence for any question; is the index built?")
     with (run.path / "demonstrations.jsonl").open("w") as handle:
         for demo in demos:
             handle.write(json.dumps({"id": demo.example.id, "data_source": demo.example.data_source,
                                      "queries": demo.queries, "answer": demo.answer}) + "\n")
-    datums = [build_sft_datum(tokenizer, demo.messages) for demo in demos]
+    datums = sft_datums(lambda messages: build_sft_datum(tokenizer, messages), demos, config.repeat_two_search)
     adam = pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
     rng = random.Random(config.seed)
     losses: list[float] = []

@@ -265,6 +265,8 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
 
     bad, groups = degenerate_groups(trajectories)
     lengths = [_trajectory_length(t) for t in trajectories]
+    # > 0: the group-relative advantage pushes towards searching again; < 0: away from it
+    multi = [float(getattr(t, "advantage", 0.0) or 0.0) for t in trajectories if t.search_calls >= 2]
     assistant = [sum(len(turn.completion_tokens) for turn in t.turns) for t in trajectories]
     return {
         "trajectories": len(trajectories),
@@ -274,6 +276,7 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
         "search_calls_mean": total("search_calls") / n,
         "no_search_share": share(lambda t: t.search_calls == 0),
         "multi_search_share": share(lambda t: t.search_calls >= 2),
+        "multi_search_advantage_mean": float(np.mean(multi)) if multi else None,
         "failed_searches": total("failed_searches"),
         "truncated_observations": total("truncated_observations"),
         "assistant_turns_mean": sum(len(t.turns) for t in trajectories) / n,
@@ -465,6 +468,10 @@ def optimise(
         for key, value in (getattr(step_output, "metrics", None) or {}).items():
             if key == "grad_norm":  # before clipping: spikes flag an unstable update
                 trainer["grad_norm"] = float(value)
+            if key == "skipped_non_finite":
+                trainer["optim_skipped"] = float(value)
+                if value:
+                    print("warning: non-finite gradient, optimiser step skipped (weights unchanged)", flush=True)
     trained = sum(int(np.count_nonzero(d.loss_fn_inputs["advantages"].to_numpy())) for d in sent)
     real = sum(item.length for item in datums)
     padded = sum(padded_tokens(batch) for batch in micro_batches)

@@ -117,8 +117,10 @@ print(format_table(recorded) if recorded else "No recorded evaluation rows in re
 # "Search again when the evidence lacks the answer" is the behaviour GRPO is supposed to add. To
 # check it, re-run each agent's *first* query on the local index (it is deterministic) and ask
 # whether those results held a gold answer. A good agent searches again mostly on the red bars.
-# In the recorded runs, notice two things: how often the first search already suffices, and what
-# a single GRPO step did to an SFT policy that searched again indiscriminately.
+# In the recorded runs, notice how often the first search already suffices, and compare the three
+# SFT teachers: `h200` (second query = question + top title), `h200_hints` (gold titles the policy
+# never reads) and `h200_reach` (names the policy has read, two-search demonstrations trained once
+# or four times).
 
 # %%
 import matplotlib.pyplot as plt
@@ -134,13 +136,47 @@ for path in eval_files:
         agent_runs[str(path.relative_to(results).with_suffix(""))] = rows
 if not agent_runs:  # no recorded run: this notebook's own evaluations
     agent_runs = {"base (here)": base_rows, "checkpoint (here)": checkpoint_rows}
-search_tables = {label: second_search_table(first_search_hits(rows, search_client("local")))
-                 for label, rows in agent_runs.items() if rows}
+hits = {label: first_search_hits(rows, search_client("local")) for label, rows in agent_runs.items() if rows}
+search_tables = {label: second_search_table(rows) for label, rows in hits.items()}
 if search_tables:
     second_search_figure(search_tables)
     plt.show()
 else:
     print("No agent evaluation with searches to analyse yet.")
+
+# %% [markdown]
+# Now only the HotpotQA questions, the two-hop ones. The `h200_reach` policy trained on its
+# two-search demonstrations four times searches again on most HotpotQA questions whose first search
+# missed, and almost never on NQ: the selectivity the goal asks for. Read `results/h200_reach/README.md`
+# for why that still does not make the answers right (yes/no comparison questions, mostly).
+
+# %%
+hotpot = {label: [r for r in rows if r.get("data_source") == "hotpotqa"] for label, rows in hits.items()}
+hotpot_tables = {label: second_search_table(rows) for label, rows in hotpot.items()
+                 if any(int(r.get("search_calls", 0)) >= 2 for r in rows)}
+if hotpot_tables:
+    second_search_figure(hotpot_tables).axes[0].set_title("HotpotQA only (runs that ever searched twice)", fontsize=9)
+    plt.show()
+else:
+    print("No HotpotQA run searched twice yet.")
+
+# %% [markdown]
+# What GRPO did to second searches: the share of *sampled* trajectories (temperature 1) with two or
+# more searches, per step, in every recorded GRPO run. Each run started from an SFT policy; the
+# group-relative advantage decides which way the share moves. An x marks a step whose gradient was
+# not finite: in `h200_reach` that step turned every weight into NaN, which is why the engine now
+# drops such a step.
+
+# %%
+from helpers.analyse import multi_search_curves
+
+grpo_runs = {str(p.parent.relative_to(results)): read_jsonl(p) for p in metric_files
+             if p.parent.name.startswith("grpo")}
+if grpo_runs:
+    multi_search_curves(grpo_runs)
+    plt.show()
+else:
+    print("No recorded GRPO run in results/ yet.")
 
 # %% [markdown]
 # ## Ask the agent
@@ -194,6 +230,8 @@ display(widgets.VBox([widgets.HBox([question, ask]), answer_tree]))
 #
 # 1. Which of the statements in `EVAL_STATEMENTS` must hold for a fair base-vs-checkpoint comparison?
 # 2. Compute the strict exact match of `checkpoint_rows` yourself from the rows.
+# 3. Pick one run from `hits` (the rows with `first_search_hit`). Among its questions whose first
+#    search missed, what share did the agent search again?
 
 # %%
 from helpers.widgets.exercises import EVAL_STATEMENTS, check_em_from_rows, check_eval_fixed
@@ -204,6 +242,11 @@ my_letters = None  # e.g. "ab"
 my_em = None
 check_eval_fixed(my_letters)
 check_em_from_rows(checkpoint_rows, my_em)
+from helpers.widgets.exercises import check_searched_again_when_missed
+
+my_run = next(iter(hits), None)  # a label from hits
+my_share = None
+check_searched_again_when_missed(hits.get(my_run, []), my_share)
 
 # %% [markdown]
 # ### Solution
@@ -211,3 +254,5 @@ check_em_from_rows(checkpoint_rows, my_em)
 # %% tags=["solution"]
 check_eval_fixed("abcd")
 check_em_from_rows(checkpoint_rows, summarise(checkpoint_rows)["all"]["em_strict"])
+check_searched_again_when_missed(hits.get(my_run, []),
+                                 second_search_table(hits.get(my_run, []))["first search missed"]["searched_again"])

@@ -78,3 +78,19 @@ def test_second_searches_are_split_by_whether_the_first_search_found_the_answer(
     # a word inside another word is not a hit
     assert first_search_hits([{"queries": ["capital of france"], "answers": ["Pari"]}], index)[0]["first_search_hit"] is False
     assert second_search_table([])["first search missed"]["em_strict_if_again"] is None
+
+
+def test_multi_search_curves_draw_one_line_per_run_and_mark_a_non_finite_gradient():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.analyse import multi_search_curves
+
+    clean = [{"step": s, "multi_search_share": 0.3 - 0.1 * s, "grad_norm": 1.0} for s in range(3)]
+    broken = [{"step": 0, "multi_search_share": 0.2, "grad_norm": 2.0},
+              {"step": 1, "multi_search_share": 0.1, "grad_norm": float("nan")}]
+    ax = multi_search_curves({"clean": clean, "broken": broken}).axes[0]
+    lines = [line for line in ax.get_lines() if line.get_marker() != "x"]
+    marks = [line for line in ax.get_lines() if line.get_marker() == "x"]
+    assert [list(line.get_ydata()) for line in lines] == [pytest.approx([0.3, 0.2, 0.1]), [0.2, 0.1]]
+    assert len(marks) == 1 and list(marks[0].get_xdata()) == [1]

@@ -250,6 +250,25 @@ def test_custom_loss_matches_the_built_in_cross_entropy(service, prompt):
     assert results[0] == pytest.approx(results[1], abs=1e-4)
 
 
+def test_a_non_finite_gradient_is_dropped_not_applied(service, prompt):
+    """A NaN gradient once wrote NaN into every LoRA weight (GRPO step 29, 2026-11-30); now the step is skipped."""
+    tc = service.create_lora_training_client(MODEL, rank=4, seed=3, train_mlp=False)
+    tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+    tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result()
+    before = [p.detach().clone() for p in tc._run.params]
+    tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+    next(p for p in tc._run.params if p.grad is not None).grad.view(-1)[0] = float("nan")
+    out = tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result()
+    assert out.metrics["skipped_non_finite"] == 1.0 and out.metrics["grad_norm"] != out.metrics["grad_norm"]
+    assert all(torch.equal(a, b) for a, b in zip(before, tc._run.params))
+    assert all(p.grad is None for p in tc._run.params)  # the bad gradient does not leak into the next step
+    tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+    out = tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result()
+    assert out.metrics["skipped_non_finite"] == 0.0
+    assert all(torch.isfinite(p).all() for p in tc._run.params)
+    assert any(not torch.equal(a, b) for a, b in zip(before, tc._run.params))
+
+
 def test_internal_micro_batches_do_not_change_the_gradient(service, prompt, monkeypatch):
     from helpers.engine import training as training_module
 

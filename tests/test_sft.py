@@ -39,19 +39,54 @@ def test_find_answer_in_keeps_the_evidence_spelling_and_word_boundaries():
     assert find_answer_in(evidence, ["", "  "]) is None
 
 
-def test_teacher_searches_again_with_the_top_title_when_needed():
-    example = SearchExample(id="h1", question="Which city hosts the band's label?", answers=["Wilmette"],
+def test_teacher_searches_again_for_a_name_it_read_in_the_evidence():
+    """The bridge of a two-hop question: the label named in the first evidence, not a gold title."""
+    example = SearchExample(id="h1", question="Which city hosts the label of Fall Out Boy?", answers=["Wilmette"],
                             data_source="hotpotqa")
+    first = [("Fall Out Boy", "An American rock band signed to Island Records and Fueled Ramen."), ("Other", "x")]
     search = ScriptedSearch({
-        "Which city hosts the band's label?": [("Fall Out Boy", "An American rock band."), ("Other", "x")],
-        "Which city hosts the band's label? Fall Out Boy": [("Fall Out Boy", "The band formed in wilmette, Illinois.")],
+        "Which city hosts the label of Fall Out Boy?": first,
+        "Island Records": [("Island Records", "A label based in London.")],
+        "Fueled Ramen": [("Fueled Ramen", "A record label based in Wilmette, Illinois.")],
     })
     demo = teacher_trajectory(example, search)
-    assert search.queries == ["Which city hosts the band's label?", "Which city hosts the band's label? Fall Out Boy"]
-    assert demo.search_calls == 2 and demo.answer == "wilmette"
-    assert demo.messages[-1] == {"role": "assistant", "content": "Answer: wilmette"}
+    # names in text order; 'An American' loses its article, 'Fall Out Boy' is already in the question
+    assert search.queries == ["Which city hosts the label of Fall Out Boy?", "American", "Island Records", "Fueled Ramen"]
+    assert demo.queries == ["Which city hosts the label of Fall Out Boy?", "Fueled Ramen"] and demo.answer == "Wilmette"
+    assert demo.messages[-1] == {"role": "assistant", "content": "Answer: Wilmette"}
     roles = [m["role"] for m in demo.messages]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    tools = [m["content"] for m in demo.messages if m["role"] == "tool"]
+    assert "Island Records" in tools[0] and "London" not in " ".join(tools)  # only the search that worked is shown
+    # a cap on the teacher's tries: with one try it gives up, and the question is skipped
+    assert teacher_trajectory(example, ScriptedSearch(search.results), max_tries=1) is None
+
+
+def test_reachable_queries_only_use_what_the_policy_has_read():
+    from helpers.sft import names_in, reachable_queries
+
+    assert names_in("In 1999 The Church of England met Sam Snead. There it was.") == ["Church of England", "Sam Snead"]
+    items = [SearchItem(title="Masters Tournament", content="Won by Sam Snead at Augusta National in 1949."),
+             SearchItem(title="Augusta National", content="The Masters Tournament course.")]
+    queries = reachable_queries("who won the Masters in 1949", items, ["Sam Snead"])
+    # evidence names first (not the answer, not a title, not already asked), then question names, then question + title
+    assert queries == ["Masters", "who won the Masters in 1949 Masters Tournament",
+                       "who won the Masters in 1949 Augusta National"]
+    assert not any("Snead" in q for q in queries)
+
+
+def test_two_search_demonstrations_can_be_repeated():
+    from helpers.sft import sft_datums
+
+    class Demo:
+        def __init__(self, calls, text):
+            self.search_calls = calls
+            self.messages = [{"role": "user", "content": text}, {"role": "assistant", "content": "Answer: x"}]
+
+    seen = []
+    datums = sft_datums(lambda messages: seen.append(messages[0]["content"]) or messages[0]["content"],
+                        [Demo(1, "one"), Demo(2, "two"), Demo(1, "three")], repeat_two_search=3)
+    assert datums == ["one", "two", "two", "two", "three"] and seen == ["one", "two", "three"]  # rendered once each
 
 
 def test_teacher_stops_after_one_search_and_skips_unanswerable():
@@ -117,27 +152,18 @@ def test_sft_refuses_evaluation_splits(tmp_path):
                 search_client=object(), examples=[])
 
 
-def test_teacher_second_search_tries_gold_titles_before_the_title_fallback():
+def test_teacher_hints_are_tried_before_the_reachable_queries():
     example = SearchExample(id="h2", question="Which city hosts the band's label?", answers=["Wilmette"],
                             data_source="hotpotqa")
-    first = [("Fall Out Boy", "An American rock band on Fueled by Ramen."), ("Other", "x")]
+    first = [("Fall Out Boy", "A band on Fueled Ramen."), ("Other", "x")]
     search = ScriptedSearch({
         "Which city hosts the band's label?": first,
-        "Fueled by Ramen": [("Fueled by Ramen", "A record label based in Wilmette, Illinois.")],
-        "Which city hosts the band's label? Fall Out Boy": [("Fall Out Boy", "formed in wilmette")],
+        "Fueled Ramen": [("Fueled Ramen", "A record label based in Wilmette, Illinois.")],
     })
     # a hint the first search already returned and a hint that spells the answer are not used
-    demo = teacher_trajectory(example, search, hints=["Fall Out Boy", "Wilmette, Illinois", "Fueled by Ramen"])
-    assert search.queries == ["Which city hosts the band's label?", "Fueled by Ramen"]
-    assert demo.queries == ["Which city hosts the band's label?", "Fueled by Ramen"] and demo.answer == "Wilmette"
-    # a hint that finds nothing falls through to the title query; only the search that worked is shown
-    search = ScriptedSearch({"Which city hosts the band's label?": first,
-                             "Which city hosts the band's label? Fall Out Boy": [("Fall Out Boy", "formed in wilmette")]})
-    demo = teacher_trajectory(example, search, hints=["Some Label"])
-    assert search.queries[1:] == ["Some Label", "Which city hosts the band's label? Fall Out Boy"]
-    assert demo.queries == ["Which city hosts the band's label?", "Which city hosts the band's label? Fall Out Boy"]
-    calls = [m for m in demo.messages if m["role"] == "tool"]
-    assert len(calls) == 2 and "wilmette" in calls[1]["content"]
+    demo = teacher_trajectory(example, search, hints=["Fall Out Boy", "Wilmette, Illinois", "Some Label"])
+    assert search.queries == ["Which city hosts the band's label?", "Some Label", "Fueled Ramen"]
+    assert demo.queries == ["Which city hosts the band's label?", "Fueled Ramen"]
 
 
 def test_gold_titles_come_from_the_split_metadata_and_the_corpus():
@@ -154,20 +180,31 @@ def test_gold_titles_come_from_the_split_metadata_and_the_corpus():
         assert len(titles[e.id]) == 2  # HotpotQA: two supporting passages
 
 
-def test_call_marker_probability_reads_the_marker_where_the_assistant_opens_a_call(tokenizer):
-    """Teacher-forced: low when the policy would not write <tool_call> at the call (format 0 on 2026-11-30)."""
+@pytest.fixture(scope="module", params=["qwen2.5-0.5b", "smollm2-135m"])
+def both_tokenizers(request):
+    from helpers.models import load_tokenizer
+
+    return load_tokenizer(request.param)
+
+
+def test_call_marker_probability_reads_the_marker_where_the_assistant_opens_a_call(both_tokenizers):
+    """Teacher-forced: low when the policy would not write <tool_call> at the call (format 0 on 2026-11-30).
+
+    On Qwen the marker is spelled in pieces and the template's `>` merges with the newline after
+    it (`>\n`), so the encoded marker never occurs in the rendered demonstration; it still counts.
+    """
     import math
 
     from helpers.protocol import render_tokens
     from helpers.sft import call_marker_probability
 
+    tokenizer = both_tokenizers
     example = SearchExample(id="n1", question="who wrote hamlet", answers=["William Shakespeare"], data_source="nq")
     search = ScriptedSearch({"who wrote hamlet": [("Hamlet", "A tragedy by William Shakespeare.")]})
     demo = teacher_trajectory(example, search, tokenizer, 400)
     full = render_tokens(tokenizer, demo.messages, add_generation_prompt=False)
-    marker = tokenizer.encode("<tool_call>", add_special_tokens=False)
-    everywhere = [i for i in range(len(full)) if full[i : i + len(marker)] == marker]
-    assert len(everywhere) >= 2  # the system prompt shows the tags too; only the call counts
+    pieces = len(tokenizer.encode("<tool_call>", add_special_tokens=False))
+    in_marker = {t for t in set(full) if tokenizer.decode([t]).strip() and tokenizer.decode([t]).rstrip("\n") in "<tool_call>"}
 
     class Policy:
         def __init__(self, marker_logprob):
@@ -178,20 +215,31 @@ def test_call_marker_probability_reads_the_marker_where_the_assistant_opens_a_ca
 
             ids = prompt.to_ints()
             self.prompts.append(ids)
-            logprobs = [None] + [-0.01] * (len(ids) - 1)
-            for start in everywhere:
-                for k in range(len(marker)):
-                    logprobs[start + k] = self.marker_logprob
+            logprobs = [None] + [self.marker_logprob if t in in_marker else -0.01 for t in ids[1:]]
             future = Future()
             future.set_result(logprobs)
             return future
 
     confident, lost = Policy(-0.01), Policy(-3.0)
-    assert call_marker_probability(confident, tokenizer, [demo]) == pytest.approx(math.exp(-0.01 * len(marker)))
-    assert call_marker_probability(lost, tokenizer, [demo]) == pytest.approx(math.exp(-3.0 * len(marker)))
+    assert call_marker_probability(confident, tokenizer, [demo]) == pytest.approx(math.exp(-0.01 * pieces))
+    assert call_marker_probability(lost, tokenizer, [demo]) == pytest.approx(math.exp(-3.0 * pieces))
     assert lost.prompts == [full]  # the whole demonstration, once
     # a demonstration without any call has nothing to check
     answer_only = [m for m in demo.messages if m["role"] in ("system", "user")] + [
         {"role": "assistant", "content": "Answer: William Shakespeare"}]
     no_call = type(demo)(demo.example, answer_only, [], "William Shakespeare")
     assert call_marker_probability(confident, tokenizer, [no_call]) is None
+
+
+def test_the_top_title_teacher_of_results_h200_is_still_there():
+    example = SearchExample(id="h1", question="Which city hosts the label?", answers=["Wilmette"], data_source="hotpotqa")
+    search = ScriptedSearch({
+        "Which city hosts the label?": [("Fall Out Boy", "Signed to Fueled Ramen."), ("Other", "x")],
+        "Fueled Ramen": [("Fueled Ramen", "Based in Wilmette.")],
+        "Which city hosts the label? Fall Out Boy": [("Fall Out Boy", "The band formed in Wilmette.")],
+    })
+    demo = teacher_trajectory(example, search, second_query="top_title")
+    assert search.queries == ["Which city hosts the label?", "Which city hosts the label? Fall Out Boy"]
+    assert demo.queries[1] == "Which city hosts the label? Fall Out Boy"
+    with pytest.raises(ValueError, match="second_query"):
+        teacher_trajectory(example, ScriptedSearch(search.results), second_query="oracle")

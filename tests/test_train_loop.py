@@ -139,6 +139,26 @@ def test_metrics_row_has_the_seed_fields(tmp_path, monkeypatch):
     assert row["datums"] == 4 and row["trained_tokens"] == 4 * 2
     assert row["exact_match"] == pytest.approx(1 / 8)
     assert row["no_search_share"] == pytest.approx(2 / 8)
+    # searches = group index: the 2- and 3-search branches of question 0 lost (advantage -0.25 each),
+    # question 1's are degenerate (0): GRPO pushes away from searching again
+    assert row["multi_search_advantage_mean"] == pytest.approx(-0.125)
     # Trainer logprobs equal sampler logprobs in the double: the KL must read 0.
     assert row["kl_sampler_trainer_k1"] == pytest.approx(0.0, abs=1e-7)
     assert row["kl_sampler_trainer_k3"] == pytest.approx(0.0, abs=1e-7)
+
+
+def test_a_skipped_optimiser_step_is_reported(capsys):
+    """The engine drops a non-finite gradient; the step's metrics and the log say so."""
+    import pytrio
+
+    from helpers.train import build_training_datums, optimise
+
+    trajectories = fake_rollout([])(None, None, None, EXAMPLES[:1], SimpleNamespace(group_size=4))
+    datums = build_training_datums(trajectories)
+    for grad_norm, skipped in ((float("nan"), 1.0), (0.5, 0.0)):
+        trainer = FakeTrainer([])
+        trainer.optim_step = lambda adam, m={"grad_norm": grad_norm, "skipped_non_finite": skipped}: SimpleNamespace(
+            result=lambda: SimpleNamespace(metrics=m))
+        metrics = optimise(trainer, datums, len(trajectories), pytrio.AdamParams(learning_rate=1e-4))
+        assert metrics["optim_skipped"] == skipped
+        assert ("optimiser step skipped" in capsys.readouterr().out) == bool(skipped)

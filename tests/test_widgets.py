@@ -228,6 +228,11 @@ def test_checkers_say_correct_or_not_yet(capsys):
     assert exercises.check_step_order(exercises.STEP_ORDER)
     assert not exercises.check_step_order(list(reversed(exercises.STEP_ORDER)))
     assert exercises.check_eval_fixed("abcd") and not exercises.check_eval_fixed("abcdf")
+    rows = [{"first_search_hit": False, "search_calls": 2}, {"first_search_hit": False, "search_calls": 1},
+            {"first_search_hit": False, "search_calls": 3}, {"first_search_hit": True, "search_calls": 2}]
+    assert exercises.check_searched_again_when_missed(rows, 2 / 3)
+    assert not exercises.check_searched_again_when_missed(rows, 3 / 4)  # the hit does not count
+    assert not exercises.check_searched_again_when_missed(rows, None)
     assert exercises.check_kept_rows(["a", "d", "f"]) and not exercises.check_kept_rows(["a", "e"])
 
 

@@ -7,6 +7,7 @@ validated by the SDK's own planner in the client, so errors match the remote ser
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,11 +133,15 @@ class LoraRun:
         if with_grad:
             max_norm = adam.grad_clip_norm if adam.grad_clip_norm > 0 else float("inf")
             grad_norm = float(torch.nn.utils.clip_grad_norm_(with_grad, max_norm))
-        self.optimizer.step()
+        finite = math.isfinite(grad_norm)
+        if finite:
+            self.optimizer.step()
+        # A NaN/inf gradient would write NaN into every LoRA weight (seen 2026-11-30: GRPO step 29,
+        # every later rollout invalid). Drop it; the adapter and Adam's moments stay as they were.
         self.optimizer.zero_grad(set_to_none=True)
         self.steps += 1
         return OptimStepResponse(metrics={"grad_norm": grad_norm, "learning_rate": adam.learning_rate,
-                                          "step": float(self.steps)})
+                                          "step": float(self.steps), "skipped_non_finite": float(not finite)})
 
     # -- weights -----------------------------------------------------------------------------
     def snapshot(self) -> AdapterSnapshot:
