@@ -395,6 +395,18 @@ def sft_datums(render, demos, repeat_two_search: int = 1) -> list:
     return out
 
 
+def sft_examples(config: SFTConfig) -> list:
+    """The questions the teacher scripts: the split's first `limit`, in file order.
+
+    The split file is already shuffled (helpers.data.prepare_data), and GRPO takes the questions
+    after them (`skip=limit`), so the two stages never share a question. Until 2026-11-30 this
+    shuffled again before cutting, and 467 of GRPO's 1,105 questions had been SFT questions.
+    """
+    from helpers.data import load_examples
+
+    return load_examples(config.split, limit=config.limit)
+
+
 def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, progress: bool = True) -> SFTResult:
     """Script demonstrations from the train split, fine-tune a LoRA on them, save a checkpoint."""
     from tqdm.auto import tqdm
@@ -420,11 +432,7 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
 
         search_client = create_search_client(config.search_backend)
     if examples is None:
-        from helpers.data import load_examples
-
-        examples = load_examples(config.split)
-        random.Random(config.seed).shuffle(examples)  # the file is grouped by source: mix before cutting
-        examples = examples[: config.limit] if config.limit else examples
+        examples = sft_examples(config)
     hints = gold_titles(examples, config.split) if config.teacher_hints else {}
     demos, skipped = build_demonstrations(examples, search_client, tokenizer, config.max_tool_response_tokens, progress,
                                           hints, config.second_query)

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -77,6 +79,7 @@ grpo_config = TrainConfig(
     max_assistant_turns=values["max_assistant_turns"], max_assistant_tokens=values["max_assistant_tokens"],
     max_tool_response_tokens=values["max_tool_response_tokens"], max_trajectory_tokens=values["max_trajectory_tokens"],
     save_every=0, out=str(runs / "grpo"), resume=False,
+    skip=values["sft_questions"],  # GRPO learns on questions the SFT teacher did not script
 )
 dashboard = TrainingDashboard("GRPO")
 dashboard

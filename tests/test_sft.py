@@ -243,3 +243,17 @@ def test_the_top_title_teacher_of_results_h200_is_still_there():
     assert demo.queries[1] == "Which city hosts the label? Fall Out Boy"
     with pytest.raises(ValueError, match="second_query"):
         teacher_trajectory(example, ScriptedSearch(search.results), second_query="oracle")
+
+
+def test_sft_and_grpo_questions_never_overlap():
+    """The preset's SFT scripts the first N train questions and GRPO skips them (467 were shared before)."""
+    from helpers.data import load_examples
+    from helpers.experiment import make_plan
+    from helpers.sft import sft_examples
+
+    plan = make_plan("h200", "x")
+    sft = sft_examples(plan.sft)
+    grpo = load_examples(plan.grpo.split, data_source=plan.grpo.data_source, limit=plan.grpo.limit, skip=plan.grpo.skip)
+    assert len(sft) == plan.sft.limit and len(grpo) > 0
+    assert not {e.id for e in sft} & {e.id for e in grpo}
+    assert {e.data_source for e in sft} == {"nq", "hotpotqa"}  # the file is mixed: no reshuffle needed
