@@ -100,6 +100,21 @@ def _coerce(cls, name: str, text: str):
     return kind(text)
 
 
+def _shared_questions(sft: SFTConfig, grpo: TrainConfig) -> int:
+    """How many of GRPO's questions the SFT teacher scripts (0 when the data is not prepared yet)."""
+    if grpo.split != sft.split:
+        return 0
+    from helpers.data import load_examples
+    from helpers.sft import sft_examples
+
+    try:
+        scripted = {e.id for e in sft_examples(sft)}
+        trained = load_examples(grpo.split, data_source=grpo.data_source, limit=grpo.limit, skip=grpo.skip)
+    except (FileNotFoundError, OSError):
+        return 0
+    return sum(e.id in scripted for e in trained)
+
+
 def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequence[str] = ()) -> Plan:
     if preset not in PRESETS:
         raise SystemExit(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
@@ -121,9 +136,10 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
         setattr(target, name, _coerce(type(target), name, value))
     if grpo.lora_rank != sft.lora_rank or grpo.model != sft.model:
         raise SystemExit("GRPO starts from the SFT checkpoint: model and lora_rank must match")
-    if grpo.split == sft.split and (sft.limit is None or grpo.skip < sft.limit):
-        print(f"warning: GRPO questions overlap the {sft.limit or 'all'} SFT questions "
-              f"(grpo.skip={grpo.skip}); set grpo.skip >= sft.limit to keep them apart", flush=True)
+    shared = _shared_questions(sft, grpo)
+    if shared:
+        print(f"warning: {shared} GRPO questions are SFT questions too (grpo.skip={grpo.skip}); "
+              "set grpo.skip >= sft.limit (counted within grpo.data_source, if set) to keep them apart", flush=True)
     return Plan(out_path, work_path, sft, grpo, evaluation, grpo_minutes)
 
 

@@ -27,9 +27,14 @@ def test_presets_share_budgets_between_grpo_and_eval():
 
 def test_overlapping_sft_and_grpo_questions_are_flagged(capsys):
     make_plan("h200", "o", overrides=["grpo.skip=0"])
-    assert "overlap" in capsys.readouterr().out
+    assert "800 GRPO questions are SFT questions too" in capsys.readouterr().out
     make_plan("h200", "o")
-    assert "overlap" not in capsys.readouterr().out
+    assert "SFT questions too" not in capsys.readouterr().out
+    # within one source, skip counts that source's questions: the first 800 rows hold 100 HotpotQA ones
+    make_plan("h200", "o", overrides=["grpo.data_source=hotpotqa", "grpo.skip=100"])
+    assert "SFT questions too" not in capsys.readouterr().out
+    make_plan("h200", "o", overrides=["grpo.data_source=hotpotqa", "grpo.skip=60"])
+    assert "40 GRPO questions are SFT questions too" in capsys.readouterr().out
 
 
 def test_eval_stage_runs_only_the_named_evaluations(tmp_path, monkeypatch):
