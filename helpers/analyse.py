@@ -114,12 +114,22 @@ def compare(rows_a: Sequence[Mapping], rows_b: Sequence[Mapping], labels: tuple[
     return out
 
 
+YES_NO = frozenset({"yes", "no"})
+
+
+def is_yes_no(answers: Sequence[str]) -> bool:
+    """A comparison question ("Are A and B both ...?"): its answer never appears in evidence as such."""
+    return bool(answers) and all(a.strip().lower().rstrip(".") in YES_NO for a in answers)
+
+
 def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[str, Any]]:
     """Each row with `first_search_hit`: did its first query's results contain a gold answer?
 
     Re-runs the first query on `search` (a backend with `.search(query) -> SearchResult`), so
     use the one the run used; the local BM25 index is deterministic. Rows without a search get
-    None. This is the test of "a second search where one is not enough".
+    None, and so do yes/no questions (`yes_no` True): "yes" or "no" is never written in the
+    evidence, so the string test cannot say whether one search was enough. This is the test of
+    "a second search where one is not enough".
     """
     from helpers.search import format_results
     from helpers.sft import find_answer_in
@@ -128,7 +138,8 @@ def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[st
     for row in rows:
         row = dict(row)
         queries = row.get("queries") or []
-        if queries:
+        row["yes_no"] = is_yes_no(row.get("answers") or [])
+        if queries and not row["yes_no"]:
             evidence = format_results(search.search(queries[0]))  # what the agent read
             row["first_search_hit"] = find_answer_in(evidence, row.get("answers") or []) is not None
         else:
@@ -138,9 +149,13 @@ def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[st
 
 
 def second_search_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Share of second searches and EM, split by whether the first search already found the answer."""
+    """Share of second searches and EM, split by whether the first search already found the answer.
+
+    Yes/no questions that searched form a third group: whether one search was enough is unknown.
+    """
     groups = {"first search found it": [r for r in rows if r.get("first_search_hit") is True],
-              "first search missed": [r for r in rows if r.get("first_search_hit") is False]}
+              "first search missed": [r for r in rows if r.get("first_search_hit") is False],
+              "yes/no question": [r for r in rows if r.get("yes_no") and r.get("queries")]}
     table = {}
     for name, group in groups.items():
         again = [r for r in group if int(r.get("search_calls", 0)) >= 2]
@@ -154,15 +169,18 @@ def second_search_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
 
 
 def second_search_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]):
-    """Bars: share of questions searched again, when the first search found the answer and when it missed."""
+    """Bars: share of questions searched again, when the first search found the answer, when it
+    missed, and (grey, where there are any) on yes/no questions."""
     import matplotlib.pyplot as plt
 
     labels = list(tables)
-    groups = ("first search found it", "first search missed")
+    groups = ["first search found it", "first search missed"]
+    if any(tables[label].get("yes/no question", {}).get("n") for label in labels):
+        groups.append("yes/no question")
     fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(labels), 3.2))
-    width = 0.38
-    for k, (group, colour) in enumerate(zip(groups, ("#8fbc8f", "#cd5c5c"))):
-        xs = [i + (k - 0.5) * width for i in range(len(labels))]
+    width = 0.8 / len(groups)
+    for k, (group, colour) in enumerate(zip(groups, ("#8fbc8f", "#cd5c5c", "#a9a9a9"))):
+        xs = [i + (k - (len(groups) - 1) / 2) * width for i in range(len(labels))]
         values = [tables[label][group]["searched_again"] for label in labels]
         ax.bar(xs, values, width, color=colour, label=group)
         for x, label in zip(xs, labels):

@@ -145,10 +145,12 @@ else:
     print("No agent evaluation with searches to analyse yet.")
 
 # %% [markdown]
-# Now only the HotpotQA questions, the two-hop ones. The `h200_reach` policy trained on its
-# two-search demonstrations four times searches again on most HotpotQA questions whose first search
-# missed, and almost never on NQ: the selectivity the goal asks for. Read `results/h200_reach/README.md`
-# for why that still does not make the answers right (yes/no comparison questions, mostly).
+# Now only the HotpotQA questions, the two-hop ones. The grey bars are yes/no comparison questions
+# ("Are A and B both actors?"): "yes" or "no" never appears in the evidence, so whether one search
+# was enough cannot be read off the text, but one search rarely shows both A and B. The `h200_reach`
+# policy trained on its two-search demonstrations four times searches the second entity on every one
+# of them, searches again more often after a miss than after a hit, and almost never on NQ. Read
+# `results/h200_reach/README.md` for why that still does not make the answers right.
 
 # %%
 hotpot = {label: [r for r in rows if r.get("data_source") == "hotpotqa"] for label, rows in hits.items()}

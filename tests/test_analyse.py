@@ -66,15 +66,19 @@ def test_second_searches_are_split_by_whether_the_first_search_found_the_answer(
         {"queries": ["tallest dog", "Zeus (dog)"], "answers": ["Zeus"], "search_calls": 2, "exact_match": True},
         {"queries": ["tallest dog"], "answers": ["Zeus"], "search_calls": 1, "exact_match": False},
         {"queries": [], "answers": ["Zeus"], "search_calls": 0, "exact_match": False},
+        # "no" is never written in the evidence: a group of its own, not a miss
+        {"queries": ["tallest dog", "Zeus (dog)"], "answers": ["no"], "search_calls": 2, "exact_match": True},
     ]
     index = Index()
     marked = first_search_hits(rows, index)
-    assert [r["first_search_hit"] for r in marked] == [True, True, False, False, None]
+    assert [r["first_search_hit"] for r in marked] == [True, True, False, False, None, None]
+    assert [r["yes_no"] for r in marked] == [False] * 5 + [True]
     assert index.queries == ["capital of france"] * 2 + ["tallest dog"] * 2  # only first queries re-run
     table = second_search_table(marked)
     found, missed = table["first search found it"], table["first search missed"]
     assert (found["n"], found["searched_again"], found["em_strict"], found["em_strict_if_again"]) == (2, 0.5, 0.5, 0.0)
     assert (missed["n"], missed["searched_again"], missed["em_strict"], missed["em_strict_if_again"]) == (2, 0.5, 0.5, 1.0)
+    assert table["yes/no question"] == {"n": 1, "searched_again": 1.0, "em_strict": 1.0, "em_strict_if_again": 1.0}
     # a word inside another word is not a hit
     assert first_search_hits([{"queries": ["capital of france"], "answers": ["Pari"]}], index)[0]["first_search_hit"] is False
     assert second_search_table([])["first search missed"]["em_strict_if_again"] is None
