@@ -119,7 +119,9 @@ YES_NO = frozenset({"yes", "no"})
 
 def is_yes_no(answers: Sequence[str]) -> bool:
     """A comparison question ("Are A and B both ...?"): its answer never appears in evidence as such."""
-    return bool(answers) and all(a.strip().lower().rstrip(".") in YES_NO for a in answers)
+    from helpers.reward import normalize_answer
+
+    return bool(answers) and all(normalize_answer(a) in YES_NO for a in answers)
 
 
 def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[str, Any]]:
@@ -252,7 +254,6 @@ def multi_search_curves(runs: Mapping[str, Sequence[Mapping[str, Any]]]):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
-
 
 
 def training_figure(metrics: Sequence[Mapping[str, Any]], title: str = "GRPO training"):

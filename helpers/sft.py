@@ -133,6 +133,14 @@ def names_in(text: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def spells_answer(query: str, answers: Sequence[str]) -> bool:
+    """Does the query contain a gold answer (normalised)? The policy cannot know it, so it may not."""
+    from helpers.reward import normalize_answer
+
+    text = normalize_answer(query)
+    return any(gold and gold in text for gold in map(normalize_answer, answers))
+
+
 def reachable_queries(question: str, items, answers: Sequence[str]) -> list[str]:
     """Second queries the policy could write from what it has read, in the teacher's order.
 
@@ -141,14 +149,12 @@ def reachable_queries(question: str, items, answers: Sequence[str]) -> list[str]
     """
     from helpers.reward import normalize_answer
 
-    golds = [g for g in (normalize_answer(a) for a in answers) if g]
     asked = normalize_answer(question)
     titles = [item.title.strip() for item in items]
     evidence = [n for item in items for n in names_in(item.content)
                 if normalize_answer(n) not in asked and n not in titles]
     candidates = evidence + names_in(question) + [f"{question} {t}" for t in titles]
-    return [q for q in dict.fromkeys(candidates) if q != question
-            and not any(g in normalize_answer(q) for g in golds)]
+    return [q for q in dict.fromkeys(candidates) if q != question and not spells_answer(q, answers)]
 
 
 def teacher_trajectory(
@@ -169,8 +175,9 @@ def teacher_trajectory(
     results/h200). Only the search that found the answer appears in the demonstration.
     """
     from helpers.protocol import build_messages, tool_message
-    from helpers.reward import normalize_answer
 
+    if second_query not in ("reachable", "top_title"):
+        raise ValueError(f"second_query is 'reachable' or 'top_title', got {second_query!r}")
     messages = build_messages(example.question)
     question = example.question.strip()
     result = search_client.search(question)
@@ -187,15 +194,12 @@ def teacher_trajectory(
         return None
     shown = [item for i, item in enumerate(result.items, start=1) if f"[{i}] Title:" in observation]
     seen = {item.title.strip() for item in result.items}
-    golds = [normalize_answer(a) for a in example.answers if normalize_answer(a)]
     candidates = [h.strip() for h in hints if h.strip() and h.strip() not in seen
-                  and not any(g in normalize_answer(h) for g in golds)]
+                  and not spells_answer(h, example.answers)]
     if second_query == "top_title":
         candidates.append(f"{question} {result.items[0].title.strip()}")
-    elif second_query == "reachable":
-        candidates += reachable_queries(question, shown, example.answers)
     else:
-        raise ValueError(f"second_query is 'reachable' or 'top_title', got {second_query!r}")
+        candidates += reachable_queries(question, shown, example.answers)
     for query in list(dict.fromkeys(candidates))[:max_tries]:
         second = search_client.search(query)
         observation = fit_observation(tokenizer, second, max_tool_response_tokens)

@@ -330,7 +330,8 @@ def check_searched_again_when_missed(rows: Sequence[dict[str, Any]], guess: Any)
     """Rows carry `first_search_hit` (helpers.analyse.first_search_hits)."""
     if _blank(guess):
         return report(False, "keep the rows whose first_search_hit is False, then the share with search_calls >= 2")
-    missed = [row for row in rows if row.get("first_search_hit") is False]
-    expected = sum(int(row.get("search_calls", 0)) >= 2 for row in missed) / len(missed) if missed else 0.0
-    return report(_close(guess, expected, 1e-3),
-                  f"{len(missed)} rows have first_search_hit False; what share of them has search_calls >= 2?")
+    from helpers.analyse import second_search_table
+
+    missed = second_search_table(rows)["first search missed"]
+    return report(_close(guess, missed["searched_again"], 1e-3),
+                  f"{missed['n']} rows have first_search_hit False; what share of them has search_calls >= 2?")
