@@ -285,7 +285,24 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
         "assistant_tokens_mean": float(np.mean(assistant)) if assistant else 0.0,
         "degenerate_groups": bad,
         "degenerate_group_share": bad / groups if groups else 0.0,
+        **_per_source(trajectories),
     }
+
+
+def _per_source(trajectories: Sequence) -> dict[str, float | None]:
+    """EM, share searching again and that share's advantage per data_source, when a batch mixes sources."""
+    by_source: dict[str, list] = {}
+    for t in trajectories:
+        by_source.setdefault(getattr(getattr(t, "example", None), "data_source", "unknown"), []).append(t)
+    if len(by_source) < 2:
+        return {}
+    out: dict[str, float | None] = {}
+    for name, items in sorted(by_source.items()):
+        multi = [float(getattr(t, "advantage", 0.0) or 0.0) for t in items if t.search_calls >= 2]
+        out[f"exact_match/{name}"] = sum(bool(t.exact_match) for t in items) / len(items)
+        out[f"multi_search_share/{name}"] = len(multi) / len(items)
+        out[f"multi_search_advantage_mean/{name}"] = float(np.mean(multi)) if multi else None
+    return out
 
 
 # --------------------------------------------------------------------------- config and CLI
@@ -319,6 +336,8 @@ class TrainConfig:
     micro_batch_tokens: int = 16384
     split: str = "train"
     data_source: str | None = None
+    # equal share of every data_source per batch: HotpotQA is 13 % of train, and a second search pays there
+    balance_sources: bool = False
     limit: int | None = None  # use only the first N questions of the split (tiny runs)
     skip: int = 0  # leave out the first N questions of the split (the ones SFT scripted)
     init_from: str | None = None  # an SFT checkpoint (save_state path) to start from
@@ -419,14 +438,28 @@ def _json_default(value):
 # --------------------------------------------------------------------------- data order
 
 
-def batch_for_step(examples: Sequence, step: int, size: int, seed: int) -> list:
+def batch_for_step(examples: Sequence, step: int, size: int, seed: int, balance_sources: bool = False) -> list:
     """The questions of one step, a pure function of (step, seed): resuming replays the same order.
 
     Each pass over the data is a fresh seeded permutation, so a long run sees every question
-    once per epoch.
+    once per epoch. With `balance_sources` every data_source gets an equal share of each batch
+    (the first sources in name order take the remainder), each cycling through its own questions.
     """
     if not examples:
         raise ValueError("no training examples: run helpers.data.prepare_data() or check the split name")
+    if balance_sources:
+        by_source: dict[str, list] = {}
+        for example in examples:
+            by_source.setdefault(getattr(example, "data_source", "unknown"), []).append(example)
+        names = sorted(by_source)
+        if len(names) > 1:
+            if size < len(names):
+                raise ValueError(f"balance_sources needs questions_per_batch >= {len(names)} (one per source {names})")
+            share, extra = divmod(size, len(names))
+            batch = []
+            for i, name in enumerate(names):
+                batch += batch_for_step(by_source[name], step, share + (i < extra), seed + 7919 * (i + 1))
+            return batch
     n = len(examples)
     orders: dict[int, list[int]] = {}
     batch = []
@@ -704,7 +737,8 @@ def train(
                                                           config.max_minutes * 60):
             stopped_for_time = True
             break
-        batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed)
+        batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed,
+                               config.balance_sources)
         metrics, _ = train_step(
             session.training_client, session.tokenizer, session.search_client, batch, config, step, adam
         )

@@ -168,6 +168,25 @@ def test_batch_for_step_is_deterministic_and_covers_each_epoch():
     assert first != [batch_for_step(examples, s, 4, seed=4) for s in range(5)]
 
 
+def test_balance_sources_gives_each_source_its_share_and_cycles_the_small_one():
+    from helpers.data import SearchExample
+
+    examples = [SearchExample(id=f"n{i}", question="q", answers=["a"], data_source="nq") for i in range(20)]
+    examples += [SearchExample(id=f"h{i}", question="q", answers=["a"], data_source="hotpotqa") for i in range(3)]
+    batches = [batch_for_step(examples, s, 5, seed=1, balance_sources=True) for s in range(6)]
+    assert batches == [batch_for_step(examples, s, 5, seed=1, balance_sources=True) for s in range(6)]
+    for batch in batches:  # 5 = 3 + 2: the first source in name order takes the remainder
+        assert [e.data_source for e in batch].count("hotpotqa") == 3
+    hotpot = [e.id for b in batches for e in b if e.data_source == "hotpotqa"]
+    assert sorted(hotpot[:3]) == ["h0", "h1", "h2"] and sorted(hotpot[3:6]) == ["h0", "h1", "h2"]
+    plain = [e.data_source for s in range(6) for e in batch_for_step(examples, s, 5, seed=1)]
+    assert plain.count("hotpotqa") < 18  # without it the batch follows the 20:3 mix
+    one_source = examples[:20]
+    assert batch_for_step(one_source, 2, 5, 1, balance_sources=True) == batch_for_step(one_source, 2, 5, 1)
+    with pytest.raises(ValueError, match="questions_per_batch"):
+        batch_for_step(examples, 0, 1, seed=1, balance_sources=True)
+
+
 def test_cli_flags_map_to_config():
     import argparse
 

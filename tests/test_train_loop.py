@@ -147,6 +147,22 @@ def test_metrics_row_has_the_seed_fields(tmp_path, monkeypatch):
     assert row["kl_sampler_trainer_k3"] == pytest.approx(0.0, abs=1e-7)
 
 
+def test_mixed_batches_log_exact_match_and_second_searches_per_source(tmp_path, monkeypatch):
+    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout([]))
+    mixed = [SearchExample(id="h0", question="q?", answers=["a"], data_source="hotpotqa"), *EXAMPLES[:1]]
+    config = TrainConfig(max_steps=1, questions_per_batch=2, group_size=4, save_every=0, out=str(tmp_path / "s"),
+                         balance_sources=True)
+    session = session_for(tmp_path, [], config)
+    session.examples = mixed
+    train(config, session=session, progress=False)
+    row = json.loads((tmp_path / "s" / "metrics.jsonl").read_text().splitlines()[0])
+    # balanced batch in name order: hotpotqa is question 0 (rewards [1, 0, 0, 0]), nq is degenerate
+    assert row["exact_match/hotpotqa"] == 0.25 and row["exact_match/nq"] == 0.0
+    assert row["multi_search_share/hotpotqa"] == row["multi_search_share/nq"] == 0.5
+    assert row["multi_search_advantage_mean/hotpotqa"] == pytest.approx(-0.25)
+    assert row["multi_search_advantage_mean/nq"] == 0.0
+
+
 def test_a_skipped_optimiser_step_is_reported(capsys):
     """The engine drops a non-finite gradient; the step's metrics and the log say so."""
     import pytrio

@@ -153,7 +153,8 @@ def train_with_reward(
         if config.max_minutes is not None and out_of_time(time.perf_counter() - started,
                                                           [r["time_step"] for r in rows], config.max_minutes * 60):
             break
-        batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed)
+        batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed,
+                               getattr(config, "balance_sources", False))
         refs = None if reference is None else reference.for_batch(batch, config.rollout_config(step))
         metrics, _ = reward_step(session, batch, step, reward=reward, efficiency=efficiency,
                                  mismatch_history=history, reference_lengths=refs)
