@@ -161,11 +161,14 @@ def second_search_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
     table = {}
     for name, group in groups.items():
         again = [r for r in group if int(r.get("search_calls", 0)) >= 2]
+        once = [r for r in group if int(r.get("search_calls", 0)) < 2]
         table[name] = {
             "n": len(group),
             "searched_again": _mean([float(int(r.get("search_calls", 0)) >= 2) for r in group]),
             "em_strict": _mean([float(bool(r.get("exact_match"))) for r in group]),
             "em_strict_if_again": _mean([float(bool(r.get("exact_match"))) for r in again]) if again else None,
+            # the other side of the bet: what a second search cost where the agent stopped at one
+            "em_strict_if_once": _mean([float(bool(r.get("exact_match"))) for r in once]) if once else None,
         }
     return table
 
@@ -193,6 +196,32 @@ def second_search_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]):
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title("A second search where one is not enough?")
+    fig.tight_layout()
+    return fig
+
+
+def second_search_payoff_figure(table: Mapping[str, Mapping[str, Any]], title: str = "", ax=None):
+    """Bars: strict EM of the questions where the agent stopped at one search vs searched again,
+    split as in `second_search_table`. A second search pays where the right bar is higher."""
+    import matplotlib.pyplot as plt
+
+    groups = [g for g in table if table[g]["n"]]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.5 + 1.6 * len(groups), 3.2))
+    fig = ax.figure
+    for k, (key, name, colour) in enumerate((("em_strict_if_once", "stopped at one search", "#6495ed"),
+                                             ("em_strict_if_again", "searched again", "#ff8c00"))):
+        xs = [i + (k - 0.5) * 0.38 for i in range(len(groups))]
+        values = [table[g][key] or 0.0 for g in groups]
+        ax.bar(xs, values, 0.38, color=colour, label=name)
+        for x, g, value in zip(xs, groups, values):
+            n = round(table[g]["n"] * (table[g]["searched_again"] if k else 1 - table[g]["searched_again"]))
+            ax.text(x, value + 0.01, f"n={n}", ha="center", fontsize=7)
+    ax.set_xticks(range(len(groups)), groups, fontsize=8)
+    ax.set_ylabel("EM strict")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title(title or "What a second search paid", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -230,9 +259,10 @@ def format_comparison(comparison: Mapping[str, Mapping[str, Any]], labels: tuple
 # --------------------------------------------------------------------------- plots
 
 
-def multi_search_curves(runs: Mapping[str, Sequence[Mapping[str, Any]]]):
+def multi_search_curves(runs: Mapping[str, Sequence[Mapping[str, Any]]], key: str = "multi_search_share"):
     """Share of sampled trajectories with >= 2 searches per GRPO step, one line per run.
 
+    `key="multi_search_share/hotpotqa"` draws one source of runs that logged it (mixed batches).
     An x marks a step whose gradient norm was not finite (before the engine dropped such steps,
     that step turned every weight into NaN).
     """
@@ -242,14 +272,15 @@ def multi_search_curves(runs: Mapping[str, Sequence[Mapping[str, Any]]]):
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
     for k, (label, rows) in enumerate(runs.items()):
+        rows = [m for m in rows if m.get(key) is not None]
         steps = [m["step"] for m in rows]
-        ax.plot(steps, [m.get("multi_search_share", 0.0) for m in rows], marker=".", ms=4, color=f"C{k}", label=label)
+        ax.plot(steps, [m[key] for m in rows], marker=".", ms=4, color=f"C{k}", label=label)
         for m in rows:
             norm = m.get("grad_norm")
             if isinstance(norm, float) and not math.isfinite(norm):
-                ax.plot([m["step"]], [m.get("multi_search_share", 0.0)], "x", ms=9, mew=2, color=f"C{k}")
+                ax.plot([m["step"]], [m[key]], "x", ms=9, mew=2, color=f"C{k}")
     ax.set_xlabel("GRPO step")
-    ax.set_ylabel("share with ≥ 2 searches")
+    ax.set_ylabel("share with ≥ 2 searches" + (f" ({key.split('/', 1)[1]})" if "/" in key else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -87,7 +87,7 @@ from helpers.widgets import TrainingDashboard
 
 results = config.RESULTS_DIR
 metric_files = sorted(results.glob("**/metrics.jsonl")) if results.exists() else []
-main_run = results / "h200" / "grpo" / "metrics.jsonl"  # the run the README reports
+main_run = results / "h200_balanced" / "grpo" / "metrics.jsonl"  # the run the README reports
 grpo_metrics = [main_run] if main_run.exists() else [p for p in metric_files if "sft" not in p.parts[-2]]
 eval_files = [p for p in sorted(results.glob("**/*.jsonl")) if p not in metric_files] if results.exists() else []
 replay = TrainingDashboard("recorded run")
@@ -117,10 +117,10 @@ print(format_table(recorded) if recorded else "No recorded evaluation rows in re
 # "Search again when the evidence lacks the answer" is the behaviour GRPO is supposed to add. To
 # check it, re-run each agent's *first* query on the local index (it is deterministic) and ask
 # whether those results held a gold answer. A good agent searches again mostly on the red bars.
-# In the recorded runs, notice how often the first search already suffices, and compare the three
-# SFT teachers: `h200` (second query = question + top title), `h200_hints` (gold titles the policy
-# never reads) and `h200_reach` (names the policy has read, two-search demonstrations trained once
-# or four times).
+# In the recorded runs, notice how often the first search already suffices, and compare the SFT
+# teachers: `h200` (second query = question + top title), `h200_hints` (gold titles the policy
+# never reads), `h200_reach` and `h200_balanced` (names the policy has read, two-search
+# demonstrations trained once or four times), and each SFT policy with its SFT + GRPO policy.
 
 # %%
 import matplotlib.pyplot as plt
@@ -149,8 +149,8 @@ else:
 # ("Are A and B both actors?"): "yes" or "no" never appears in the evidence, so whether one search
 # was enough cannot be read off the text, but one search rarely shows both A and B. The `h200_reach`
 # policy trained on its two-search demonstrations four times searches the second entity on every one
-# of them, searches again more often after a miss than after a hit, and almost never on NQ. Read
-# `results/h200_reach/README.md` for why that still does not make the answers right.
+# of them, and searches again more often after a miss than after a hit. Every policy after GRPO
+# stops at one search. The next plot shows why.
 
 # %%
 hotpot = {label: [r for r in rows if r.get("data_source") == "hotpotqa"] for label, rows in hits.items()}
@@ -163,6 +163,39 @@ else:
     print("No HotpotQA run searched twice yet.")
 
 # %% [markdown]
+# ## What a second search paid
+#
+# The reward only pays for the right answer, so GRPO keeps a second search only where it makes the
+# right answer more likely. Compare, for one SFT policy, the strict EM of the questions where it
+# stopped at one search with those where it searched again, split the same way. If searching again
+# after a hit loses answers that the first evidence held, the group advantage of those trajectories is
+# negative, and GRPO pushes the policy towards one search.
+
+# %%
+from helpers.analyse import second_search_payoff_figure
+
+sft_runs = [label for label in hits if label.endswith("/sft") and
+            second_search_table(hits[label])["first search found it"]["em_strict_if_again"] is not None]
+payoff_run = sft_runs[0] if sft_runs else next(iter(hits), None)
+if payoff_run:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for ax, source in zip(axes, ("hotpotqa", "nq")):
+        rows = [r for r in hits[payoff_run] if r.get("data_source") == source]
+        second_search_payoff_figure(second_search_table(rows), f"{payoff_run}: {source}", ax=ax)
+    plt.show()
+    cost = second_search_table(hits[payoff_run])["first search found it"]
+    if cost["em_strict_if_again"] is not None and cost["em_strict_if_once"] is not None:
+        print(f"after a hit: EM {cost['em_strict_if_once']:.3f} when it stopped, "
+              f"{cost['em_strict_if_again']:.3f} when it searched again")
+else:
+    print("No agent evaluation to analyse yet.")
+
+# %% [markdown]
+# In `results/h200_balanced` the SFT policy answered from the *latest* evidence: after a hit, its
+# second query (often a name from the first results) displaced the evidence that held the answer.
+# Its teacher had taught exactly that, because the teacher only searched again when the first
+# evidence lacked the answer, so in every two-search demonstration the answer sits in the second one.
+#
 # What GRPO did to second searches: the share of *sampled* trajectories (temperature 1) with two or
 # more searches, per step, in every recorded GRPO run. Each run started from an SFT policy; the
 # group-relative advantage decides which way the share moves. An x marks a step whose gradient was
@@ -177,6 +210,12 @@ grpo_runs = {str(p.parent.relative_to(results)): read_jsonl(p) for p in metric_f
 if grpo_runs:
     multi_search_curves(grpo_runs)
     plt.show()
+    mixed = {label: rows for label, rows in grpo_runs.items()
+             if any(m.get("multi_search_share/hotpotqa") is not None for m in rows)}
+    if mixed:  # runs whose batches mixed sources logged each source apart
+        multi_search_curves(mixed, key="multi_search_share/hotpotqa").axes[0].set_title(
+            "HotpotQA questions of mixed batches", fontsize=9)
+        plt.show()
 else:
     print("No recorded GRPO run in results/ yet.")
 
@@ -234,6 +273,8 @@ display(widgets.VBox([widgets.HBox([question, ask]), answer_tree]))
 # 2. Compute the strict exact match of `checkpoint_rows` yourself from the rows.
 # 3. Pick one run from `hits` (the rows with `first_search_hit`). Among its questions whose first
 #    search missed, what share did the agent search again?
+# 4. For `payoff_run`: among the questions whose first search found the answer, how many points of
+#    strict EM (as a fraction) did searching again cost? (EM when it stopped minus EM when it searched again.)
 
 # %%
 from helpers.widgets.exercises import EVAL_STATEMENTS, check_em_from_rows, check_eval_fixed
@@ -249,6 +290,10 @@ from helpers.widgets.exercises import check_searched_again_when_missed
 my_run = next(iter(hits), None)  # a label from hits
 my_share = None
 check_searched_again_when_missed(hits.get(my_run, []), my_share)
+from helpers.widgets.exercises import check_second_search_cost
+
+my_cost = None
+check_second_search_cost(hits.get(payoff_run, []), my_cost)
 
 # %% [markdown]
 # ### Solution
@@ -258,3 +303,5 @@ check_eval_fixed("abcd")
 check_em_from_rows(checkpoint_rows, summarise(checkpoint_rows)["all"]["em_strict"])
 check_searched_again_when_missed(hits.get(my_run, []),
                                  second_search_table(hits.get(my_run, []))["first search missed"]["searched_again"])
+found = second_search_table(hits.get(payoff_run, []))["first search found it"]
+check_second_search_cost(hits.get(payoff_run, []), (found["em_strict_if_once"] or 0.0) - (found["em_strict_if_again"] or 0.0))

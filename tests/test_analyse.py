@@ -78,7 +78,9 @@ def test_second_searches_are_split_by_whether_the_first_search_found_the_answer(
     found, missed = table["first search found it"], table["first search missed"]
     assert (found["n"], found["searched_again"], found["em_strict"], found["em_strict_if_again"]) == (2, 0.5, 0.5, 0.0)
     assert (missed["n"], missed["searched_again"], missed["em_strict"], missed["em_strict_if_again"]) == (2, 0.5, 0.5, 1.0)
-    assert table["yes/no question"] == {"n": 1, "searched_again": 1.0, "em_strict": 1.0, "em_strict_if_again": 1.0}
+    assert table["yes/no question"] == {"n": 1, "searched_again": 1.0, "em_strict": 1.0, "em_strict_if_again": 1.0,
+                                        "em_strict_if_once": None}
+    assert (found["em_strict_if_once"], missed["em_strict_if_once"]) == (1.0, 0.0)
     # a word inside another word is not a hit
     assert first_search_hits([{"queries": ["capital of france"], "answers": ["Pari"]}], index)[0]["first_search_hit"] is False
     assert second_search_table([])["first search missed"]["em_strict_if_again"] is None
@@ -98,3 +100,33 @@ def test_multi_search_curves_draw_one_line_per_run_and_mark_a_non_finite_gradien
     marks = [line for line in ax.get_lines() if line.get_marker() == "x"]
     assert [list(line.get_ydata()) for line in lines] == [pytest.approx([0.3, 0.2, 0.1]), [0.2, 0.1]]
     assert len(marks) == 1 and list(marks[0].get_xdata()) == [1]
+
+
+def test_multi_search_curves_draw_one_source_of_runs_that_logged_it():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.analyse import multi_search_curves
+
+    mixed = [{"step": s, "multi_search_share": 0.5, "multi_search_share/hotpotqa": 0.8 - 0.2 * s} for s in range(3)]
+    old = [{"step": 0, "multi_search_share": 0.4}]  # logged before per-source metrics: no line
+    ax = multi_search_curves({"mixed": mixed, "old": old}, key="multi_search_share/hotpotqa").axes[0]
+    assert [list(line.get_ydata()) for line in ax.get_lines() if len(line.get_xdata())] == [pytest.approx([0.8, 0.6, 0.4])]
+    assert "hotpotqa" in ax.get_ylabel()
+
+
+def test_second_search_payoff_bars_compare_stopping_with_searching_again():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.analyse import second_search_payoff_figure, second_search_table
+
+    rows = ([{"first_search_hit": True, "search_calls": 1, "exact_match": True}] * 3
+            + [{"first_search_hit": True, "search_calls": 2, "exact_match": False}]
+            + [{"first_search_hit": False, "search_calls": 2, "exact_match": True},
+               {"first_search_hit": False, "search_calls": 1, "exact_match": False}])
+    ax = second_search_payoff_figure(second_search_table(rows)).axes[0]
+    heights = [patch.get_height() for patch in ax.patches]
+    # once: found 1.0, missed 0.0; again: found 0.0, missed 1.0 (the empty yes/no group is left out)
+    assert heights == [1.0, 0.0, 0.0, 1.0]
+    assert [t.get_text() for t in ax.texts] == ["n=3", "n=1", "n=1", "n=1"]

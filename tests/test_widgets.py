@@ -233,6 +233,13 @@ def test_checkers_say_correct_or_not_yet(capsys):
     assert exercises.check_searched_again_when_missed(rows, 2 / 3)
     assert not exercises.check_searched_again_when_missed(rows, 3 / 4)  # the hit does not count
     assert not exercises.check_searched_again_when_missed(rows, None)
+    hits = [{"first_search_hit": True, "search_calls": 1, "exact_match": True},
+            {"first_search_hit": True, "search_calls": 1, "exact_match": False},
+            {"first_search_hit": True, "search_calls": 2, "exact_match": False},
+            {"first_search_hit": False, "search_calls": 2, "exact_match": True}]
+    assert exercises.check_second_search_cost(hits, 0.5)  # 1/2 when stopped, 0/1 when searched again
+    assert not exercises.check_second_search_cost(hits, -0.5) and not exercises.check_second_search_cost(hits, None)
+    assert not exercises.check_second_search_cost(hits[:2], 0.0)  # no second search after a hit: nothing to compare
     assert exercises.check_kept_rows(["a", "d", "f"]) and not exercises.check_kept_rows(["a", "e"])
 
 

@@ -335,3 +335,18 @@ def check_searched_again_when_missed(rows: Sequence[dict[str, Any]], guess: Any)
     missed = second_search_table(rows)["first search missed"]
     return report(_close(guess, missed["searched_again"], 1e-3),
                   f"{missed['n']} rows have first_search_hit False; what share of them has search_calls >= 2?")
+
+
+def check_second_search_cost(rows: Sequence[dict[str, Any]], guess: Any) -> Verdict:
+    """Strict EM after a first-search hit: stopped at one search minus searched again (rows with `first_search_hit`)."""
+    if _blank(guess):
+        return report(False, "among rows with first_search_hit True: EM of search_calls < 2 minus EM of search_calls >= 2")
+    from helpers.analyse import second_search_table
+
+    found = second_search_table(rows)["first search found it"]
+    if found["em_strict_if_once"] is None or found["em_strict_if_again"] is None:
+        return report(False, "this run has no second search after a hit (or none without one): pick another run")
+    expected = found["em_strict_if_once"] - found["em_strict_if_again"]
+    return report(_close(guess, expected, 1e-3),
+                  "a positive number means searching again after a hit lost answers the first evidence held")
+
