@@ -265,8 +265,6 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
 
     bad, groups = degenerate_groups(trajectories)
     lengths = [_trajectory_length(t) for t in trajectories]
-    # > 0: the group-relative advantage pushes towards searching again; < 0: away from it
-    multi = [float(getattr(t, "advantage", 0.0) or 0.0) for t in trajectories if t.search_calls >= 2]
     assistant = [sum(len(turn.completion_tokens) for turn in t.turns) for t in trajectories]
     return {
         "trajectories": len(trajectories),
@@ -275,8 +273,7 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
         "valid_format_rate": share(lambda t: bool(t.valid_format)),
         "search_calls_mean": total("search_calls") / n,
         "no_search_share": share(lambda t: t.search_calls == 0),
-        "multi_search_share": share(lambda t: t.search_calls >= 2),
-        "multi_search_advantage_mean": float(np.mean(multi)) if multi else None,
+        **_second_searches(trajectories),
         "failed_searches": total("failed_searches"),
         "truncated_observations": total("truncated_observations"),
         "assistant_turns_mean": sum(len(t.turns) for t in trajectories) / n,
@@ -289,19 +286,25 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
     }
 
 
+def _second_searches(trajectories: Sequence, suffix: str = "") -> dict[str, float | None]:
+    """Share of trajectories with >= 2 searches, and their mean group advantage
+    (> 0: GRPO pushes towards searching again; < 0: away from it)."""
+    multi = [t.advantage for t in trajectories if t.search_calls >= 2]
+    return {f"multi_search_share{suffix}": len(multi) / max(len(trajectories), 1),
+            f"multi_search_advantage_mean{suffix}": float(np.mean(multi)) if multi else None}
+
+
 def _per_source(trajectories: Sequence) -> dict[str, float | None]:
-    """EM, share searching again and that share's advantage per data_source, when a batch mixes sources."""
+    """EM and second searches per data_source, when a batch mixes sources."""
     by_source: dict[str, list] = {}
     for t in trajectories:
-        by_source.setdefault(getattr(getattr(t, "example", None), "data_source", "unknown"), []).append(t)
+        by_source.setdefault(t.example.data_source, []).append(t)
     if len(by_source) < 2:
         return {}
     out: dict[str, float | None] = {}
     for name, items in sorted(by_source.items()):
-        multi = [float(getattr(t, "advantage", 0.0) or 0.0) for t in items if t.search_calls >= 2]
         out[f"exact_match/{name}"] = sum(bool(t.exact_match) for t in items) / len(items)
-        out[f"multi_search_share/{name}"] = len(multi) / len(items)
-        out[f"multi_search_advantage_mean/{name}"] = float(np.mean(multi)) if multi else None
+        out.update(_second_searches(items, f"/{name}"))
     return out
 
 

@@ -154,7 +154,7 @@ def train_with_reward(
                                                           [r["time_step"] for r in rows], config.max_minutes * 60):
             break
         batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed,
-                               getattr(config, "balance_sources", False))
+                               config.balance_sources)
         refs = None if reference is None else reference.for_batch(batch, config.rollout_config(step))
         metrics, _ = reward_step(session, batch, step, reward=reward, efficiency=efficiency,
                                  mismatch_history=history, reference_lengths=refs)
