@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from helpers.evidence import evidence_fields
 from helpers.train import _result, add_config_arguments, config_from_args
 
 MODES = ("agent", "closed_book", "rag")
@@ -108,6 +109,7 @@ def trajectory_row(trajectory, mode: str, label: str) -> dict[str, Any]:
         trajectory_tokens=(len(turns[-1].prompt_tokens) + len(turns[-1].completion_tokens)) if turns else 0,
         end_reason=getattr(trajectory, "end_reason", ""),
     )
+    row.update(evidence_fields(trajectory))  # for scoring retrieval afterwards; the rollout never sees them
     return row
 
 
