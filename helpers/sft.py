@@ -502,6 +502,8 @@ class SFTResult:
     steps: int
     seconds: float
     two_searches: int = 0  # demonstrations with a second search
+    decomposed: int = 0  # of those, searched again although the first evidence held the answer
+    rewritten: int = 0  # demonstrations whose first query is keywords, not the question
     call_marker_prob: float | None = None  # see call_marker_probability; low means the format cannot be emitted
     losses: list[float] = field(default_factory=list)
 
@@ -626,6 +628,8 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
         demonstrations=len(demos),
         skipped=skipped,
         two_searches=sum(demo.search_calls > 1 for demo in demos),
+        decomposed=sum(demo.decomposed for demo in demos),
+        rewritten=sum(demo.rewritten for demo in demos),
         steps=steps,
         seconds=time.perf_counter() - started,
         losses=losses,
