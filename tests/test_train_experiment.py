@@ -98,7 +98,7 @@ def test_report_collects_metrics_tables_plots_and_a_small_adapter(tmp_path):
     readme = stage_report(plan).read_text()
     out = plan.out
     for name in ("grpo/metrics.jsonl", "sft/metrics.jsonl", "sft/result.json", "grpo_training.png",
-                 "eval_em_strict.png", "summary_eval.json", "tables.md"):
+                 "eval_em_strict.png", "summary_eval.json", "tables.md", "search_learned.png"):
         assert (out / name).is_file(), name
     assert "| sft_grpo | all | 4 | 0.750 |" in readme and "SFT vs SFT + GRPO" in readme
     assert "+0.250" in readme  # the paired comparison
@@ -106,6 +106,8 @@ def test_report_collects_metrics_tables_plots_and_a_small_adapter(tmp_path):
     # no first search can hold a made-up answer: all four rows are "missed", two searched again
     assert "| sft | first search missed | 4 | 0.500 | 0.500 | 0.500 |" in readme
     assert "| sft_grpo | first search missed | 4 | 0.500 | 0.750 | 1.000 |" in readme
+    # a made-up answer is in no evidence: recall 0 for the agent and for the question alike
+    assert "### Was search learned?" in readme and "| sft | all | 4 | 0.000 | 0.000 |" in readme
     exported = load_file(str(out / "adapter" / "adapter.safetensors"))
     assert {t.dtype for t in exported.values()} == {torch.bfloat16}
     original = load_file(str(final / "adapter.safetensors"))
