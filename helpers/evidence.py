@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from helpers.reward import normalize_answer
+from helpers.reward import FORMAT_PENALTY, normalize_answer
 
 YES_NO = frozenset({"yes", "no"})
 
@@ -257,9 +257,10 @@ class EvidenceTerms:
 
 def evidence_terms(trajectory: Any, config: EvidenceRewardConfig = EvidenceRewardConfig(),
                    gold_ids: Sequence[str] | None = None) -> EvidenceTerms:
-    """Outcome reward plus the retrieval terms of one finished, scored trajectory."""
+    """Outcome reward plus the retrieval terms of one finished trajectory whose answer was checked."""
     report = trajectory_evidence(trajectory, gold_ids)
-    base = float(trajectory.reward)
+    # from the answer check's facts: a reward is computed before the trajectory's reward is written
+    base = 1.0 if trajectory.exact_match else (0.0 if trajectory.valid_format else FORMAT_PENALTY)
     gain = redundancy = 0.0
     if trajectory.valid_format:
         gains = [len(s.new_gold) / len(report.gold_ids) for s in report.searches] if report.gold_ids else []

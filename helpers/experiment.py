@@ -71,6 +71,11 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 
+# h200 with the search levers: a teacher that decomposes HotpotQA questions and rewrites first queries
+# where keywords retrieve more gold (benchmarks/sft_teacher.py measures what each teaches)
+SEARCH_TEACHER = dict(decompose=1.0, rewrite_first_query="gain")
+PRESETS["h200_search"] = {**PRESETS["h200"], "sft": {**PRESETS["h200"]["sft"], **SEARCH_TEACHER}}
+
 EVALS = (  # label, mode, which checkpoint
     ("base_closed_book", "closed_book", None),
     ("base_rag", "rag", None),

@@ -162,7 +162,9 @@ def reachable_queries(question: str, items, answers: Sequence[str]) -> list[str]
 
 
 REWRITE_MODES = ("never", "gain", "no_loss")
-_QUESTION_WORDS = frozenset("what who whom whose which when where why how".split())
+# the question's form, not its topic; rare in encyclopaedic text, so idf alone would keep them
+_QUESTION_WORDS = frozenset("what who whom whose which when where why how do does did is are was were be been being "
+                            "has have had can could will would should shall may might must".split())
 
 
 def _idf(index) -> tuple[dict[str, int], Any, int]:
