@@ -172,14 +172,9 @@ def _idf(index) -> tuple[dict[str, int], Any, int]:
     return index.retriever.vocab_dict, scores["indptr"], int(scores["num_docs"])
 
 
-def keyword_queries(question: str, index) -> list[str]:
-    """First queries the policy could write from the question alone, in the teacher's order.
-
-    The names in the question together, then each name alone (a HotpotQA question names its
-    entities), then the question's 3, 4 and 2 rarest words (highest BM25 idf on `index`; no
-    question words, none the index lacks) in the question's order. A query with the question's own
-    BM25 terms (it only drops stop words) is not a rewrite.
-    """
+def rarest_words(question: str, index, k: int) -> str | None:
+    """The question's `k` rarest words (highest BM25 idf on `index`) in its own order; None when it
+    has no more than `k`. Question words and words the index lacks never count."""
     from helpers.search.local import TOKEN_PATTERN, analyze
 
     vocab, indptr, documents = _idf(index)
@@ -193,12 +188,24 @@ def keyword_queries(question: str, index) -> list[str]:
 
     words = [w for w in dict.fromkeys(re.findall(r"[\w'’\-]+", question))
              if TOKEN_PATTERN.search(w) and w.lower() not in _QUESTION_WORDS and idf(w) > 0]
+    if len(words) <= k:
+        return None
+    keep = set(sorted(words, key=lambda w: -idf(w))[:k])
+    return " ".join(w for w in words if w in keep)
+
+
+def keyword_queries(question: str, index) -> list[str]:
+    """First queries the policy could write from the question alone, in the teacher's order.
+
+    The names in the question together, then each name alone (a HotpotQA question names its
+    entities), then the question's 3, 4 and 2 rarest words (`rarest_words`). A query with the
+    question's own BM25 terms (it only drops stop words) is not a rewrite.
+    """
+    from helpers.search.local import analyze
+
     names = names_in(question)
     candidates = ([" ".join(names)] if len(names) > 1 else []) + names
-    for k in (3, 4, 2):
-        if len(words) > k:
-            keep = set(sorted(words, key=lambda w: -idf(w))[:k])
-            candidates.append(" ".join(w for w in words if w in keep))
+    candidates += [rarest_words(question, index, k) for k in (3, 4, 2)]
     asked = analyze(question)
     return [q for q in dict.fromkeys(candidates) if q and analyze(q) != asked]
 
