@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from helpers.reward import FORMAT_PENALTY, normalize_answer
+from helpers.reward import GroupRewards, contains_answer, normalize_answer, outcome_reward, register_reward
 
 YES_NO = frozenset({"yes", "no"})
 
@@ -40,8 +40,7 @@ YES_NO = frozenset({"yes", "no"})
 
 def answer_in_evidence(texts: Sequence[str], answers: Sequence[str]) -> bool:
     """A gold answer occurs in the texts on word boundaries, both normalised as the reward does."""
-    haystack = f" {normalize_answer(' '.join(texts))} "
-    return any(f" {gold} " in haystack for gold in map(normalize_answer, answers) if gold)
+    return contains_answer(" ".join(texts), answers)
 
 
 def is_yes_no(answers: Sequence[str]) -> bool:
@@ -260,7 +259,7 @@ def evidence_terms(trajectory: Any, config: EvidenceRewardConfig = EvidenceRewar
     """Outcome reward plus the retrieval terms of one finished trajectory whose answer was checked."""
     report = trajectory_evidence(trajectory, gold_ids)
     # from the answer check's facts: a reward is computed before the trajectory's reward is written
-    base = 1.0 if trajectory.exact_match else (0.0 if trajectory.valid_format else FORMAT_PENALTY)
+    base = outcome_reward(trajectory.valid_format, trajectory.exact_match)
     gain = redundancy = 0.0
     if trajectory.valid_format:
         gains = [len(s.new_gold) / len(report.gold_ids) for s in report.searches] if report.gold_ids else []
@@ -270,8 +269,29 @@ def evidence_terms(trajectory: Any, config: EvidenceRewardConfig = EvidenceRewar
                          report.redundant_searches)
 
 
-def evidence_rewards(example: Any, trajectories: Sequence[Any],
-                     config: EvidenceRewardConfig = EvidenceRewardConfig()) -> list[float]:
-    """One group's rewards: exact match plus the retrieval terms (the gold ids are looked up once)."""
-    gold = gold_passage_ids(example)
-    return [evidence_terms(t, config, gold).reward for t in trajectories]
+def evidence_reward(gain: float = EvidenceRewardConfig.gain,
+                    redundancy: float = EvidenceRewardConfig.redundancy):
+    """The reward registered as "evidence": exact match plus the retrieval terms, one group at a time.
+
+        TrainConfig(reward="evidence", reward_options={"gain": 0.1, "redundancy": 0.05})
+
+    Each step logs the terms' means: `outcome` (exact match / format), `evidence_gain`,
+    `redundancy`, `gold_found` and `redundant_searches` per trajectory.
+    """
+    config = EvidenceRewardConfig(gain, redundancy)
+
+    def reward(group) -> GroupRewards:
+        gold = gold_passage_ids(group.example)
+        terms = [evidence_terms(t, config, gold) for t in group.trajectories]
+        return GroupRewards([t.reward for t in terms], {
+            "outcome": [t.base for t in terms],
+            "evidence_gain": [t.gain for t in terms],
+            "redundancy": [t.redundancy for t in terms],
+            "gold_found": [float(t.gold_found) for t in terms],
+            "redundant_searches": [float(t.redundant_searches) for t in terms],
+        })
+
+    return reward
+
+
+register_reward("evidence", evidence_reward)

@@ -15,7 +15,7 @@ from helpers.evidence import (
     EvidenceRewardConfig,
     answer_in_evidence,
     build_report,
-    evidence_rewards,
+    evidence_reward,
     evidence_terms,
     gold_passage_ids,
     query_differs,
@@ -29,8 +29,9 @@ from test_rollout_doubles import ScriptedSamplingClient, call
 
 FIXTURES = Path(__file__).parent / "fixtures" / "search"
 QUESTION = "In which year was the Nobel Prize in Physics first awarded to the discoverer of X-rays?"
-EXAMPLE = SearchExample(id="x1", question=QUESTION, answers=["1901"], data_source="hotpotqa")
 GOLD = ["wfix00000001", "wfix00000007"]  # the prize's passage and the discovery's passage
+EXAMPLE = SearchExample(id="x1", question=QUESTION, answers=["1901"], data_source="hotpotqa",
+                        metadata={"gold_passage_ids": GOLD})
 # Each branch's plan: its queries in order, then its answer (None: keeps searching past the budget).
 PLANS = [
     ([], "1901"),  # answers from memory
@@ -108,11 +109,27 @@ def test_reward_terms_pay_new_gold_charge_repeats_and_need_a_valid_answer(batch)
     assert [t.base for t in terms] == [1.0, 1.0, 1.0, 0.0, -0.1]
     assert [t.reward for t in terms] == pytest.approx([1.0, 1.05, 1.1, -0.05, -0.1])
     assert terms[4].gold_found == 1 and terms[4].gain == 0.0  # gold retrieved, but it never answered
-    # a wrong answer that found every gold passage still scores below any right answer
-    assert config.gain < 1.0 and evidence_rewards(SimpleNamespace(id="x1", metadata={"gold_passage_ids": GOLD}),
-                                                  batch, config) == pytest.approx([t.reward for t in terms])
+    assert config.gain < 1.0  # a wrong answer that found every gold passage still scores below any right answer
     with pytest.raises(ValueError):
         EvidenceRewardConfig(gain=-1)
+
+
+def test_the_training_step_finds_the_evidence_reward_by_name(batch):
+    from helpers.reward import make_reward, reward_names
+    from helpers.rollout import groups_of
+    from helpers.train import TrainConfig
+
+    assert "evidence" in reward_names()
+    (group,) = groups_of(list(batch))
+    before = [t.reward for t in group.trajectories]
+    result = make_reward("evidence", gain=0.2, redundancy=0.1)(group)  # gold ids from the example's metadata
+    assert result.rewards == pytest.approx([1.0, 1.1, 1.2, -0.1, -0.1])
+    assert result.components["outcome"] == [1.0, 1.0, 1.0, 0.0, -0.1]
+    assert result.components["gold_found"] == [0, 1, 2, 0, 1] and result.components["redundant_searches"][3] == 1
+    assert [t.reward for t in group.trajectories] == before  # a reward function never writes the trajectories
+    assert TrainConfig(reward="evidence").reward_fn()(group).rewards == pytest.approx([1.0, 1.05, 1.1, -0.05, -0.1])
+    with pytest.raises(ValueError):
+        make_reward("evidence", weight=1.0)
 
 
 def test_eval_rows_store_the_evidence_and_reproduce_the_report(batch, search):
