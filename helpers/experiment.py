@@ -73,9 +73,11 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 # h200 with the search levers: a teacher that decomposes HotpotQA questions and rewrites first queries
-# where keywords retrieve more gold (benchmarks/sft_teacher.py measures what each teaches)
+# where keywords retrieve more gold (benchmarks/sft_teacher.py measures what each teaches), and GRPO
+# on exact match plus a small reward for retrieving gold passages (helpers.evidence)
 SEARCH_TEACHER = dict(decompose=1.0, rewrite_first_query="gain")
-PRESETS["h200_search"] = {**PRESETS["h200"], "sft": {**PRESETS["h200"]["sft"], **SEARCH_TEACHER}}
+PRESETS["h200_search"] = {**PRESETS["h200"], "sft": {**PRESETS["h200"]["sft"], **SEARCH_TEACHER},
+                          "grpo": {**PRESETS["h200"]["grpo"], "reward": "evidence"}}
 
 EVALS = (  # label, mode, which checkpoint
     ("base_closed_book", "closed_book", None),

@@ -25,6 +25,19 @@ def test_presets_share_budgets_between_grpo_and_eval():
     assert h200.grpo.skip >= h200.sft.limit  # GRPO never trains on questions SFT scripted
 
 
+def test_the_search_preset_is_h200_with_the_search_levers():
+    h200, search = make_plan("h200", "o"), make_plan("h200_search", "o")
+    assert (search.sft.decompose, search.sft.rewrite_first_query, search.grpo.reward) == (1.0, "gain", "evidence")
+    assert (h200.sft.decompose, h200.sft.rewrite_first_query, h200.grpo.reward) == (0.0, "never", "exact_match")
+    levers = {"decompose", "rewrite_first_query", "out", "reward"}
+    for a, b in ((h200.sft, search.sft), (h200.grpo, search.grpo), (h200.eval, search.eval)):
+        assert {k: v for k, v in vars(a).items() if k not in levers} == {k: v for k, v in vars(b).items() if k not in levers}
+    one = make_plan("h200", "o", overrides=["sft.decompose=1.0", "sft.rewrite_first_query=gain", "grpo.reward=evidence",
+                                             'grpo.reward_options={"gain": 0.2}'])
+    assert (one.sft.decompose, one.sft.rewrite_first_query, one.grpo.reward_fn() is not None) == (1.0, "gain", True)
+    assert one.grpo.reward_options == {"gain": 0.2}
+
+
 def test_overlapping_sft_and_grpo_questions_are_flagged(capsys):
     make_plan("h200", "o", overrides=["grpo.skip=0"])
     assert "800 GRPO questions are SFT questions too" in capsys.readouterr().out
