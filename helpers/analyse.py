@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from helpers.evidence import is_yes_no
 from helpers.runs import read_jsonl
 
 ALL = "all"
@@ -105,16 +106,6 @@ def compare(rows_a: Sequence[Mapping], rows_b: Sequence[Mapping], labels: tuple[
             **paired.get(group, {"paired": 0, "a_only": 0, "b_only": 0}),
         }
     return out
-
-
-YES_NO = frozenset({"yes", "no"})
-
-
-def is_yes_no(answers: Sequence[str]) -> bool:
-    """A comparison question ("Are A and B both ...?"): its answer never appears in evidence as such."""
-    from helpers.reward import normalize_answer
-
-    return bool(answers) and all(normalize_answer(a) in YES_NO for a in answers)
 
 
 def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[str, Any]]:
@@ -216,6 +207,138 @@ def second_search_payoff_figure(table: Mapping[str, Mapping[str, Any]], title: s
     ax.legend(fontsize=8, loc="upper right")
     ax.set_title(title or "What a second search paid", fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- was search learned?
+
+
+def search_learned_table(rows: Sequence[Mapping[str, Any]], search=None) -> dict[str, dict[str, Any]]:
+    """Per data source (and 'all'): did the agent search better than searching the question?
+
+    For every row, the evidence it read (stored in the row, or its queries re-run on `search`) is
+    set against the raw question's top results on `search` (question-as-query BM25, what one
+    retrieval of RAG reads). Keys: `evidence_recall` vs `question_recall` (a gold answer in the
+    evidence; yes/no questions left out, `n_recall`), `gold_mean` vs `question_gold_mean` (gold
+    passages retrieved per question) and `gold_all` vs `question_gold_all` (all of them);
+    `rewritten_share` (first query is not the question, among rows that searched) and on those rows
+    `rewritten_recall` vs `rewritten_question_recall` (the first search alone against the question);
+    `second_search_share`, `em_strict`, `em_if_again` (>= 2 searches) and `em_if_stopped`.
+    """
+    from helpers.evidence import gold_passage_ids, row_evidence, search_evidence
+
+    if search is None:
+        raise ValueError("search_learned_table needs the search backend the run used (the question is searched again)")
+    asked: dict[tuple[str, tuple[str, ...]], tuple[list[str] | None, bool]] = {}
+    measured = []
+    for row in rows:
+        report = row_evidence(row, search)
+        key = (str(row.get("question", "")).strip(), tuple(row.get("answers") or []))
+        if key not in asked:
+            asked[key] = search_evidence(key[0], key[1], search)
+        ids, hit = asked[key]
+        gold = set(gold_passage_ids(row))
+        measured.append((row, report, set(ids or ()) & gold, hit))
+    groups: dict[str, list] = {}
+    for item in measured:
+        groups.setdefault(str(item[0].get("data_source")), []).append(item)
+    out = {name: _search_learned(items) for name, items in sorted(groups.items())}
+    out[ALL] = _search_learned(measured)
+    return out
+
+
+def _search_learned(items: Sequence[tuple]) -> dict[str, Any]:
+    def mean(values) -> float | None:
+        values = list(values)
+        return sum(values) / len(values) if values else None
+
+    recall = [(r, q) for _, r, _, q in items if not r.yes_no]
+    gold = [(r, q) for _, r, q, _ in items if r.gold_ids]
+    searched = [(row, r, q) for row, r, _, q in items if r.searches]
+    rewritten = [(r, q) for _, r, q in searched if r.first_query_rewritten and not r.yes_no]
+    calls = [(int(row.get("search_calls", 0)), bool(row.get("exact_match"))) for row, *_ in items]
+    return {
+        "n": len(items),
+        "n_recall": len(recall),
+        "evidence_recall": mean(float(r.evidence_hit) for r, _ in recall),
+        "question_recall": mean(float(q) for _, q in recall),
+        "gold_mean": mean(r.gold_found for r, _ in gold),
+        "question_gold_mean": mean(len(q) for _, q in gold),
+        "gold_all": mean(float(r.gold_found == len(r.gold_ids)) for r, _ in gold),
+        "question_gold_all": mean(float(len(q) == len(r.gold_ids)) for r, q in gold),
+        "rewritten_share": mean(float(bool(r.first_query_rewritten)) for _, r, _ in searched),
+        "rewritten_n": len(rewritten),
+        "rewritten_recall": mean(float(r.searches[0].answer_hit) for r, _ in rewritten),
+        "rewritten_question_recall": mean(float(q) for _, q in rewritten),
+        "second_search_share": mean(float(c >= 2) for c, _ in calls),
+        "em_strict": mean(float(em) for _, em in calls),
+        "n_again": sum(c >= 2 for c, _ in calls),
+        "em_if_again": mean(float(em) for c, em in calls if c >= 2),
+        "em_if_stopped": mean(float(em) for c, em in calls if c < 2),
+    }
+
+
+SEARCH_LEARNED_COLUMNS = [
+    ("n", "n"), ("evidence_recall", "evidence recall"), ("question_recall", "question as query"),
+    ("gold_mean", "gold / question"), ("question_gold_mean", "gold (question as query)"),
+    ("rewritten_share", "1st query rewritten"), ("rewritten_n", "n rewritten"),
+    ("rewritten_recall", "recall rewritten"), ("rewritten_question_recall", "recall question (same)"),
+    ("second_search_share", "≥2 searches"), ("em_if_again", "EM if searched again"),
+    ("em_if_stopped", "EM if stopped"),
+]
+
+
+def format_search_learned(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """Markdown: one row per (run, data source) of `search_learned_table`; – where a group is empty."""
+    header = ["run", "source"] + [title for _, title in SEARCH_LEARNED_COLUMNS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, groups in tables.items():
+        for source, values in groups.items():
+            cells = [str(label), str(source)]
+            for key, _ in SEARCH_LEARNED_COLUMNS:
+                value = values.get(key)
+                cells.append("–" if value is None else str(value) if isinstance(value, int) else f"{value:.3f}")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def search_learned_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources: Sequence[str] | None = None):
+    """Six panels, one bar per run and data source; a black tick on a bar is what searching the
+    question itself gives on the same questions. Search was learned where bars clear their ticks."""
+    import matplotlib.pyplot as plt
+
+    labels = list(tables)
+    sources = list(sources or sorted({s for t in tables.values() for s in t if s != ALL}))
+    panels = [  # value, its tick, the sample size to print on small groups, title
+        ("evidence_recall", "question_recall", None, "gold answer in the evidence read"),
+        ("gold_mean", "question_gold_mean", None, "gold passages retrieved / question"),
+        ("rewritten_share", None, None, "first query ≠ question"),
+        ("rewritten_recall", "rewritten_question_recall", "rewritten_n", "recall of rewritten first queries"),
+        ("second_search_share", None, None, "share with ≥ 2 searches"),
+        ("em_if_again", "em_if_stopped", "n_again", "EM strict if it searched again (tick: if it stopped)"),
+    ]
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.4))
+    width = 0.8 / max(len(labels), 1)
+    for ax, (key, tick, size, title) in zip(axes.flat, panels):
+        for i, label in enumerate(labels):
+            for j, source in enumerate(sources):
+                values = tables[label].get(source, {})
+                x = j + (i - (len(labels) - 1) / 2) * width
+                value = values.get(key)
+                ax.bar(x, value or 0.0, width * 0.92, color=f"C{i}", label=label if j == 0 else None,
+                       alpha=1.0 if value is not None else 0.2)
+                if tick and values.get(tick) is not None:
+                    ax.plot([x - width * 0.46, x + width * 0.46], [values[tick]] * 2, color="black", lw=2)
+                if size and values.get(size) is not None:
+                    ax.text(x, (value or 0.0) + 0.02, f"n={values[size]}", ha="center", fontsize=7)
+        ax.set_xticks(range(len(sources)), sources, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylim(0, 2.1 if key == "gold_mean" else 1.1)
+        ax.grid(axis="y", alpha=0.3)
+    axes.flat[0].plot([], [], color="black", lw=2, label="question as query (BM25 top 3)")
+    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="upper right", fontsize=7, ncol=len(labels) + 1)
+    fig.suptitle("Was search learned? (per data source)", fontsize=10, x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from helpers.evidence import evidence_fields
 from helpers.runs import add_config_arguments, config_from_args
 from helpers.runs import result as _result
 
@@ -109,6 +110,7 @@ def trajectory_row(trajectory, mode: str, label: str) -> dict[str, Any]:
         trajectory_tokens=(len(turns[-1].prompt_tokens) + len(turns[-1].completion_tokens)) if turns else 0,
         end_reason=getattr(trajectory, "end_reason", ""),
     )
+    row.update(evidence_fields(trajectory))  # for scoring retrieval afterwards; the rollout never sees them
     return row
 
 

@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from helpers.analyse import (compare, first_last_quarter, first_search_hits, format_comparison, format_table, plot_eval,
-                             plot_training, read_jsonl, second_search_table, summarise)
+from helpers.analyse import (compare, first_last_quarter, first_search_hits, format_comparison, format_search_learned,
+                             format_table, plot_eval, plot_training, read_jsonl, search_learned_figure,
+                             search_learned_table, second_search_table, summarise)
 from helpers.eval import EvalConfig, evaluate
 from helpers.sft import SFTConfig, run_sft
 from helpers.runs import RunDir, field_type, parse_value
@@ -70,6 +71,13 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "run": dict(grpo_minutes=10.0),
     },
 }
+
+# h200 with the search levers: a teacher that decomposes HotpotQA questions and rewrites first queries
+# where keywords retrieve more gold (benchmarks/sft_teacher.py measures what each teaches), and GRPO
+# on exact match plus a small reward for retrieving gold passages (helpers.evidence)
+SEARCH_TEACHER = dict(decompose=1.0, rewrite_first_query="gain")
+PRESETS["h200_search"] = {**PRESETS["h200"], "sft": {**PRESETS["h200"]["sft"], **SEARCH_TEACHER},
+                          "grpo": {**PRESETS["h200"]["grpo"], "reward": "evidence"}}
 
 EVALS = (  # label, mode, which checkpoint
     ("base_closed_book", "closed_book", None),
@@ -289,6 +297,28 @@ def second_search_section(evals: dict[str, list[dict]], backend: str) -> list[st
     return lines + [""]
 
 
+def search_learned_section(evals: dict[str, list[dict]], backend: str, out: Path) -> list[str]:
+    """Markdown + `search_learned.png`: each agent's evidence against searching the question itself."""
+    agents = {label: rows for label, rows in evals.items()
+              if any(r.get("queries") for r in rows) and all(r.get("mode", "agent") == "agent" for r in rows)}
+    if backend != "local" or not agents:
+        return []
+    import matplotlib.pyplot as plt
+
+    from helpers.search.local import LocalSearchClient
+
+    client = LocalSearchClient()
+    tables = {label: search_learned_table(rows, client) for label, rows in agents.items()}
+    figure = search_learned_figure(tables)
+    figure.savefig(out / "search_learned.png", dpi=110)
+    plt.close(figure)
+    return ["### Was search learned?", "",
+            "Evidence recall: a gold answer in the union of the observations read; question as query: the same "
+            "test on the raw question's top 3 (local index). Rewritten: first query is not the question; their "
+            "recall is the first search's against the question's, on the same questions.", "",
+            format_search_learned(tables), "", "![was search learned](search_learned.png)", ""]
+
+
 def stage_report(plan: Plan) -> Path:
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
@@ -339,6 +369,7 @@ def stage_report(plan: Plan) -> Path:
             tables += ["### SFT vs SFT + GRPO", "",
                        format_comparison(compare(evals["sft"], evals["sft_grpo"], ("sft", "sft_grpo")), ("sft", "sft_grpo")), ""]
         tables += second_search_section(evals, plan.eval.search_backend)
+        tables += search_learned_section(evals, plan.eval.search_backend, out)
         (out / "tables.md").write_text("\n".join(tables) + "\n")
         lines += tables + ["![strict EM](eval_em_strict.png)", ""]
         (out / "summary_eval.json").write_text(json.dumps(summaries, indent=2))

@@ -104,7 +104,7 @@ RewardFn = Callable[[Any], GroupRewards]  # Group -> GroupRewards
 _REGISTRY: dict[str, Callable[..., RewardFn]] = {}
 # Modules that register rewards when imported; looked up the first time a name is not known yet,
 # so `TrainConfig(reward="gated")` works without importing helpers.efficiency by hand.
-REWARD_MODULES: tuple[str, ...] = ("helpers.efficiency.rewards",)
+REWARD_MODULES: tuple[str, ...] = ("helpers.efficiency.rewards", "helpers.evidence")
 
 
 def register_reward(name: str, factory: Callable[..., RewardFn]) -> None:

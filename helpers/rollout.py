@@ -95,6 +95,7 @@ class SearchRecord:
     observation_tokens: int = 0  # template tokens of the tool turn the model reads next
     content: str = ""
     fitted: bool = False  # False: not even one item fitted, the trajectory ended on its call
+    passage_ids: list[str] = field(default_factory=list)  # corpus ids of the items kept (backends that know them)
 
     @property
     def cut(self) -> bool:
@@ -512,6 +513,7 @@ def finish_search(pending: PendingSearch, result: SearchResult, tokenizer: Any, 
     record.items_kept = fitted.items_kept
     record.observation_tokens = fitted.observation_tokens
     record.content = fitted.content
+    record.passage_ids = [item.passage_id for item in result.items[: fitted.items_kept] if item.passage_id]
     if record.cut:
         trajectory.truncated_observations += 1
     trajectory.messages.append(tool_message(pending.call_id, fitted.content))

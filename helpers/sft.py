@@ -31,6 +31,7 @@ import math
 import random
 import re
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -51,6 +52,9 @@ class TeacherTrajectory:
     messages: list[dict[str, Any]]
     queries: list[str]
     answer: str
+    answer_search: int = 0  # which search's evidence the answer is taken from (0: the first)
+    rewritten: bool = False  # the first query is keywords of the question, not the question
+    decomposed: bool = False  # searched again although the first evidence already held the answer
 
     @property
     def search_calls(self) -> int:
@@ -149,6 +153,114 @@ def reachable_queries(question: str, items, answers: Sequence[str]) -> list[str]
     return [q for q in dict.fromkeys(candidates) if q != question and not spells_answer(q, answers)]
 
 
+REWRITE_MODES = ("never", "gain", "no_loss")
+# the question's form, not its topic; rare in encyclopaedic text, so idf alone would keep them
+_QUESTION_WORDS = frozenset("what who whom whose which when where why how do does did is are was were be been being "
+                            "has have had can could will would should shall may might must".split())
+
+
+def _idf(index) -> tuple[dict[str, int], Any, int]:
+    scores = index.retriever.scores
+    return index.retriever.vocab_dict, scores["indptr"], int(scores["num_docs"])
+
+
+def rarest_words(question: str, index, k: int) -> str | None:
+    """The question's `k` rarest words (highest BM25 idf on `index`) in its own order; None when it
+    has no more than `k`. Question words and words the index lacks never count."""
+    from helpers.search.local import TOKEN_PATTERN, analyze
+
+    vocab, indptr, documents = _idf(index)
+
+    def idf(word: str) -> float:
+        stems = analyze(word)
+        if not stems or stems[0] not in vocab:
+            return 0.0
+        df = int(indptr[vocab[stems[0]] + 1] - indptr[vocab[stems[0]]])
+        return math.log(1 + (documents - df + 0.5) / (df + 0.5))
+
+    words = [w for w in dict.fromkeys(re.findall(r"[\w'’\-]+", question))
+             if TOKEN_PATTERN.search(w) and w.lower() not in _QUESTION_WORDS and idf(w) > 0]
+    if len(words) <= k:
+        return None
+    keep = set(sorted(words, key=lambda w: -idf(w))[:k])
+    return " ".join(w for w in words if w in keep)
+
+
+def keyword_queries(question: str, index) -> list[str]:
+    """First queries the policy could write from the question alone, in the teacher's order.
+
+    The names in the question together, then each name alone (a HotpotQA question names its
+    entities), then the question's 3, 4 and 2 rarest words (`rarest_words`). A query with the
+    question's own BM25 terms (it only drops stop words) is not a rewrite.
+    """
+    from helpers.search.local import analyze
+
+    names = names_in(question)
+    candidates = ([" ".join(names)] if len(names) > 1 else []) + names
+    candidates += [rarest_words(question, index, k) for k in (3, 4, 2)]
+    asked = analyze(question)
+    return [q for q in dict.fromkeys(candidates) if q and analyze(q) != asked]
+
+
+def _gold_in(result, gold: set[str]) -> set[str]:
+    return {item.passage_id for item in (result.items if result.ok else []) if item.passage_id in gold}
+
+
+def rewritten_first_query(example, search_client, gold_ids: Sequence[str], mode: str = "gain",
+                          max_tries: int = 8) -> str | None:
+    """Keywords of the question to search first instead of the question, or None to keep the question.
+
+    "gain": a keyword query that retrieves a gold passage the question's top results miss, and no
+    fewer gold passages. "no_loss": also one that retrieves the same gold passages and still shows a
+    gold answer where the question's results do. Checked on the index with the gold ids (the teacher
+    may look; the policy only sees the rewrite), never a query that spells an answer.
+    """
+    from helpers.search import format_results
+
+    if mode not in REWRITE_MODES:
+        raise ValueError(f"rewrite mode is one of {REWRITE_MODES}, got {mode!r}")
+    index = getattr(search_client, "index", None)
+    gold = set(gold_ids)
+    if mode == "never" or not gold or index is None:
+        return None
+    question = example.question.strip()
+    raw = search_client.search(question)
+    raw_gold = _gold_in(raw, gold)
+    raw_hit = find_answer_in(format_results(raw), example.answers) is not None
+    for query in [q for q in keyword_queries(question, index) if not spells_answer(q, example.answers)][:max_tries]:
+        result = search_client.search(query)
+        found = _gold_in(result, gold)
+        if found - raw_gold and len(found) >= len(raw_gold):
+            return query
+        if mode == "no_loss" and found >= raw_gold and (
+                not raw_hit or find_answer_in(format_results(result), example.answers) is not None):
+            return query
+    return None
+
+
+def in_share(key: str, share: float, seed: int = 0) -> bool:
+    """A fixed pseudo-random `share` of keys (the same questions whatever the order or the run)."""
+    if share <= 0:
+        return False
+    return zlib.crc32(f"{seed}:{key}".encode()) / 2**32 < share
+
+
+def bridge_query(example, items, search_client, gold_ids: Sequence[str], max_tries: int = 24) -> tuple[str, Any] | None:
+    """(query, result) of the first reachable second query that retrieves a gold passage not yet read.
+
+    The candidates are `reachable_queries` of the evidence shown (the bridge entity first); the
+    teacher checks each on the index against the gold ids.
+    """
+    gold = set(gold_ids) - {item.passage_id for item in items}
+    if not gold:
+        return None
+    for query in reachable_queries(example.question.strip(), items, example.answers)[:max_tries]:
+        result = search_client.search(query)
+        if _gold_in(result, gold):
+            return query, result
+    return None
+
+
 def teacher_trajectory(
     example,
     search_client,
@@ -157,6 +269,9 @@ def teacher_trajectory(
     hints: Sequence[str] = (),
     max_tries: int = 24,
     second_query: str = "reachable",
+    decompose: float = 0.0,
+    rewrite: str = "never",
+    seed: int = 0,
 ) -> TeacherTrajectory | None:
     """Script one demonstration for `example`, or None when the evidence never holds the answer.
 
@@ -165,26 +280,53 @@ def teacher_trajectory(
     `reachable_queries` of the evidence shown, at most `max_tries` searches in all. With
     `second_query="top_title"` the only fallback is the question plus the top title (the teacher of
     results/h200). Only the search that found the answer appears in the demonstration.
+
+    Two options decompose the search (both need the gold passage ids, `helpers.evidence`):
+    `rewrite` ("gain" / "no_loss", see `rewritten_first_query`) searches keywords of the question
+    first where that retrieves more gold; `decompose` is the share of HotpotQA questions whose first
+    evidence already holds the answer that still search a second time, for the gold passage the
+    first search missed (`bridge_query`), and answer from the first evidence. Without it every
+    two-search demonstration answers from its second observation, and the policy learns to answer
+    from whatever it read last.
     """
+    from helpers.evidence import gold_passage_ids
     from helpers.protocol import build_messages, tool_message
 
     if second_query not in ("reachable", "top_title"):
         raise ValueError(f"second_query is 'reachable' or 'top_title', got {second_query!r}")
+    if not 0.0 <= decompose <= 1.0:
+        raise ValueError(f"decompose is a share in [0, 1], got {decompose}")
+    gold = gold_passage_ids(example) if (decompose > 0 or rewrite != "never") else []
     messages = build_messages(example.question)
     question = example.question.strip()
-    result = search_client.search(question)
+    first = rewritten_first_query(example, search_client, gold, rewrite) if rewrite != "never" else None
+    first = first or question
+    result = search_client.search(first)
     observation = fit_observation(tokenizer, result, max_tool_response_tokens)
     if observation is None:
         return None
-    messages.append(_call_message(question, "call_1"))
+    messages.append(_call_message(first, "call_1"))
     messages.append(tool_message("call_1", observation))
     found = find_answer_in(observation, example.answers)
+    shown = [item for i, item in enumerate(result.items, start=1) if f"[{i}] Title:" in observation] if result.ok else []
+    rewritten = first != question
     if found is not None:
+        bridge = None
+        if example.data_source == "hotpotqa" and in_share(example.id, decompose, seed):
+            bridge = bridge_query(example, shown, search_client, gold, max_tries)
+        if bridge is not None:
+            query, second = bridge
+            second_observation = fit_observation(tokenizer, second, max_tool_response_tokens)
+            if second_observation is not None:
+                messages.append(_call_message(query, "call_2"))
+                messages.append(tool_message("call_2", second_observation))
+                messages.append({"role": "assistant", "content": f"Answer: {found}"})
+                return TeacherTrajectory(example, messages, [first, query], found, answer_search=0,
+                                         rewritten=rewritten, decomposed=True)
         messages.append({"role": "assistant", "content": f"Answer: {found}"})
-        return TeacherTrajectory(example, messages, [question], found)
+        return TeacherTrajectory(example, messages, [first], found, rewritten=rewritten)
     if not result.ok or not result.items:
         return None
-    shown = [item for i, item in enumerate(result.items, start=1) if f"[{i}] Title:" in observation]
     seen = {item.title.strip() for item in result.items}
     candidates = [h.strip() for h in hints if h.strip() and h.strip() not in seen
                   and not spells_answer(h, example.answers)]
@@ -192,7 +334,7 @@ def teacher_trajectory(
         candidates.append(f"{question} {result.items[0].title.strip()}")
     else:
         candidates += reachable_queries(question, shown, example.answers)
-    for query in list(dict.fromkeys(candidates))[:max_tries]:
+    for query in [q for q in dict.fromkeys(candidates) if q != first][:max_tries]:
         second = search_client.search(query)
         observation = fit_observation(tokenizer, second, max_tool_response_tokens)
         found = find_answer_in(observation, example.answers) if observation is not None else None
@@ -200,7 +342,7 @@ def teacher_trajectory(
             messages.append(_call_message(query, "call_2"))
             messages.append(tool_message("call_2", observation))
             messages.append({"role": "assistant", "content": f"Answer: {found}"})
-            return TeacherTrajectory(example, messages, [question, query], found)
+            return TeacherTrajectory(example, messages, [first, query], found, answer_search=1, rewritten=rewritten)
     return None
 
 
@@ -345,6 +487,9 @@ class SFTConfig:
     teacher_hints: bool = False  # second search may try the gold passages' titles first (run h200_hints)
     repeat_two_search: int = 1  # each two-search demonstration is trained on this many times per epoch
     second_query: str = "reachable"  # or "top_title": the teacher of results/h200 (see teacher_trajectory)
+    # share of HotpotQA questions answered by the first evidence that still search for the bridge passage
+    decompose: float = 0.0
+    rewrite_first_query: str = "never"  # "gain" / "no_loss": keywords first where they retrieve more gold
     out: str = "results/runs/sft"
     resume: bool = True  # a finished SFT run in `out` is reused, not redone
 
@@ -358,19 +503,23 @@ class SFTResult:
     steps: int
     seconds: float
     two_searches: int = 0  # demonstrations with a second search
+    decomposed: int = 0  # of those, searched again although the first evidence held the answer
+    rewritten: int = 0  # demonstrations whose first query is keywords, not the question
     call_marker_prob: float | None = None  # see call_marker_probability; low means the format cannot be emitted
     losses: list[float] = field(default_factory=list)
 
 
 def build_demonstrations(examples, search_client, tokenizer, max_tool_response_tokens=768, progress=True,
-                         hints: dict[str, list[str]] | None = None, second_query: str = "reachable"):
+                         hints: dict[str, list[str]] | None = None, second_query: str = "reachable",
+                         decompose: float = 0.0, rewrite: str = "never", seed: int = 0):
     from tqdm.auto import tqdm
 
     kept, skipped = [], 0
     hints = hints or {}
     for example in tqdm(examples, desc="scripted teacher", disable=not progress):
         demo = teacher_trajectory(example, search_client, tokenizer, max_tool_response_tokens,
-                                  hints.get(example.id, ()), second_query=second_query)
+                                  hints.get(example.id, ()), second_query=second_query,
+                                  decompose=decompose, rewrite=rewrite, seed=seed)
         if demo is None:
             skipped += 1
         else:
@@ -431,13 +580,16 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
         examples = sft_examples(config)
     hints = gold_titles(examples, config.split) if config.teacher_hints else {}
     demos, skipped = build_demonstrations(examples, search_client, tokenizer, config.max_tool_response_tokens, progress,
-                                          hints, config.second_query)
+                                          hints, config.second_query, config.decompose, config.rewrite_first_query,
+                                          config.seed)
     if not demos:
         raise RuntimeError("the scripted teacher found no answer in the evidence for any question; is the index built?")
     with (run.path / "demonstrations.jsonl").open("w") as handle:
         for demo in demos:
             handle.write(json.dumps({"id": demo.example.id, "data_source": demo.example.data_source,
-                                     "queries": demo.queries, "answer": demo.answer}) + "\n")
+                                     "queries": demo.queries, "answer": demo.answer,
+                                     "answer_search": demo.answer_search, "rewritten": demo.rewritten,
+                                     "decomposed": demo.decomposed}) + "\n")
     datums = sft_datums(lambda messages: build_sft_datum(tokenizer, messages), demos, config.repeat_two_search)
     adam = pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
     rng = random.Random(config.seed)
@@ -477,6 +629,8 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
         demonstrations=len(demos),
         skipped=skipped,
         two_searches=sum(demo.search_calls > 1 for demo in demos),
+        decomposed=sum(demo.decomposed for demo in demos),
+        rewritten=sum(demo.rewritten for demo in demos),
         steps=steps,
         seconds=time.perf_counter() - started,
         losses=losses,

@@ -220,6 +220,54 @@ else:
     print("No recorded GRPO run in results/ yet.")
 
 # %% [markdown]
+# ## Was search learned?
+#
+# A higher exact match does not say *why*. An agent may answer better because it reads the same
+# evidence better, or because it found better evidence. Separate the two by scoring the searches
+# themselves, per data source, against the simplest search there is: **the question as the query**
+# (BM25 top 3 of the raw question, what one RAG retrieval reads), on the same questions.
+#
+# - **evidence recall**: a gold answer appears in the union of the observations the agent read;
+#   the black tick is the same test on the raw question's top 3;
+# - **gold passages retrieved per question**: the data rows name the passages that support each
+#   answer (one for NQ, two for HotpotQA); how many of them did the agent read?
+# - **first query ≠ question**, and on those questions the first search's recall against the raw
+#   question's: a rewrite that pays sits above its tick;
+# - **second searches**, and the strict EM of the questions where the agent searched again against
+#   those where it stopped.
+#
+# Search was learned where the bars clear their ticks. An agent that always searches the question
+# verbatim, once, sits exactly on them: everything it gained is reading.
+
+# %%
+from helpers.analyse import format_search_learned, search_learned_figure, search_learned_table
+
+# the recorded run's two policies (and runs of the search preset, once recorded), else every agent run here
+learned_runs = {label: rows for label, rows in agent_runs.items()
+                if label.startswith(("h200_balanced/", "h200_search")) and label.rsplit("/", 1)[-1] in ("sft", "sft_grpo")}
+learned_runs = learned_runs or agent_runs
+learned = {label: search_learned_table(rows, search_client("local")) for label, rows in learned_runs.items()}
+print(format_search_learned(learned))
+search_learned_figure(learned)
+plt.show()
+
+# %% [markdown]
+# In `results/h200_balanced` the SFT policy (whose teacher searched the question first, every time)
+# reads more than the question's top 3 on HotpotQA only because it searches a second time on most
+# questions; after GRPO the policy searches the question once, and its evidence recall is that of
+# the question itself (NQ 0.782 against 0.782). None of its first queries is a rewrite. Its gain in
+# exact match is reading, not searching.
+#
+# Two things would move these bars. The teacher can demonstrate what a search agent does: search
+# the entity that links the two hops even when the first evidence already holds the answer (and
+# answer from wherever the answer is, not from the last observation), and search keywords instead
+# of the question where they retrieve the supporting passage the question misses
+# (`SFTConfig.decompose`, `SFTConfig.rewrite_first_query`). And the reward can pay for the evidence
+# itself: `helpers.evidence` adds, to exact match, a small gain for every gold passage a search
+# retrieves for the first time and a small charge for a search that shows nothing new (the
+# per-search reward of StepSearch), only on trajectories that end with a valid answer.
+
+# %% [markdown]
 # ## Ask the agent
 #
 # Type a question; the trained agent (the recorded GPU run's adapter when it matches this profile's

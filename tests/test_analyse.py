@@ -130,3 +130,48 @@ def test_second_search_payoff_bars_compare_stopping_with_searching_again():
     # once: found 1.0, missed 0.0; again: found 0.0, missed 1.0 (the empty yes/no group is left out)
     assert heights == [1.0, 0.0, 0.0, 1.0]
     assert [t.get_text() for t in ax.texts] == ["n=3", "n=1", "n=1", "n=1"]
+
+
+def test_search_learned_sets_the_evidence_read_against_searching_the_question():
+    import json
+    from pathlib import Path
+
+    from helpers.analyse import format_search_learned, search_learned_figure, search_learned_table
+    from helpers.search import local
+
+    corpus = Path(__file__).parent / "fixtures" / "search" / "corpus.jsonl"
+    index = local.LocalIndex.from_rows([json.loads(line) for line in corpus.read_text().splitlines() if line.strip()])
+    search = local.LocalSearchClient(index, topk=1)
+
+    def row(qid, source, question, answers, gold, queries, em):
+        return {"id": qid, "data_source": source, "question": question, "answers": answers, "gold_passage_ids": gold,
+                "queries": queries, "search_calls": len(queries), "exact_match": em}
+
+    nobel = "In which year was the Nobel Prize in Physics first awarded to the discoverer of X-rays?"
+    rows = [
+        # the question finds an actress; the rewritten query finds the gold passage and the answer
+        row("r1", "nq", "who was the actress Shirley Temple and which river flows through Paris", ["Seine"],
+            ["wfix00000003"], ["Paris"], True),
+        row("r2", "nq", "what tower was built in paris from 1887 to 1889 near the river", ["Champ de Mars"],
+            ["wfix00000002"], ["what tower was built in paris from 1887 to 1889 near the river"], False),
+        # a second hop reads the other gold passage
+        row("r3", "hotpotqa", nobel, ["1901"], ["wfix00000001", "wfix00000007"], [nobel, "Röntgen discovered X-rays"], True),
+        row("r4", "hotpotqa", "Is the Rhine a river?", ["yes"], ["wfix00000008"], ["Rhine"], False),  # yes/no
+    ]
+    table = search_learned_table(rows, search)
+    nq, hotpot = table["nq"], table["hotpotqa"]
+    assert (nq["evidence_recall"], nq["question_recall"], nq["gold_mean"], nq["question_gold_mean"]) == (1.0, 0.5, 1.0, 0.5)
+    assert (nq["rewritten_share"], nq["rewritten_n"], nq["rewritten_recall"], nq["rewritten_question_recall"]) == (0.5, 1, 1.0, 0.0)
+    assert (nq["second_search_share"], nq["em_if_again"], nq["em_if_stopped"]) == (0.0, None, 0.5)
+    assert (hotpot["n"], hotpot["n_recall"], hotpot["evidence_recall"], hotpot["question_recall"]) == (2, 1, 1.0, 1.0)
+    assert (hotpot["gold_mean"], hotpot["question_gold_mean"], hotpot["gold_all"], hotpot["question_gold_all"]) == \
+        (1.5, 1.0, 1.0, 0.5)
+    assert hotpot["rewritten_share"] == 0.5 and hotpot["rewritten_n"] == 0  # yes/no rewrites have no recall
+    assert (hotpot["second_search_share"], hotpot["em_if_again"], hotpot["em_if_stopped"]) == (0.5, 1.0, 0.0)
+    assert table[ALL]["n"] == 4 and table[ALL]["evidence_recall"] == 1.0
+    text = format_search_learned({"run": table})
+    assert text.count("\n") == 1 + 3 and "| run | nq | 2 | 1.000 | 0.500 |" in text and "–" in text
+    fig = search_learned_figure({"run": table, "again": table})
+    assert len(fig.axes) == 6 and [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["hotpotqa", "nq"]
+    with pytest.raises(ValueError, match="search backend"):
+        search_learned_table(rows)

@@ -157,6 +157,21 @@ def test_observations_keep_whole_items_within_the_per_call_budget(tokenizer):
     assert batch[1].truncated_observations == 1 and batch.stats.truncated_observations >= 2
 
 
+def test_a_search_record_keeps_the_passage_ids_of_the_items_the_model_read(tokenizer):
+    search = FakeSearchClient(items_per_query=3, content_words=40, passage_ids=True)
+    full, _, _ = run(tokenizer, search=search)
+    record = full[1].searches[0]
+    assert record.passage_ids == [f"{record.query}#{k}" for k in range(3)]
+    budget = record.observation_tokens - 5
+    batch, _, _ = run(tokenizer, search=FakeSearchClient(items_per_query=3, content_words=40, passage_ids=True),
+                      max_tool_response_tokens=budget)
+    cut = batch[1].searches[0]
+    assert cut.items_kept == 2 and cut.passage_ids == [f"{cut.query}#0", f"{cut.query}#1"]
+    assert all("#" not in str(m["content"]) for m in batch[1].messages if m["role"] == "tool")  # never shown
+    unnamed, _, _ = run(tokenizer, search=FakeSearchClient(items_per_query=3))
+    assert all(s.passage_ids == [] for t in unnamed for s in t.searches)
+
+
 def test_when_not_even_one_item_fits_the_branch_ends_on_its_call(tokenizer):
     batch, _, _ = run(tokenizer, search=FakeSearchClient(content_words=200), max_tool_response_tokens=60)
     branch = batch[1]

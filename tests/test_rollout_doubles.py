@@ -78,8 +78,10 @@ class FakeSearchClient:
 
     name = "fake"
 
-    def __init__(self, items_per_query: int = 3, content_words: int = 30, fail=(), explode=(), delay=0.0):
+    def __init__(self, items_per_query: int = 3, content_words: int = 30, fail=(), explode=(), delay=0.0,
+                 passage_ids: bool = False):
         self.stats = SearchStats()
+        self.passage_ids = passage_ids  # items carry ids like a corpus backend ("<query>#<rank>")
         self.items_per_query = items_per_query
         self.content_words = content_words
         self.fail = set(fail)
@@ -103,7 +105,8 @@ class FakeSearchClient:
             result = SearchResult(ok=False, items=[], latency=0.01, status=503, error="HTTP 503")
         else:
             words = " ".join(f"{query.split()[0] if query.split() else 'x'}{i}" for i in range(self.content_words))
-            items = [SearchItem(title=f"{query} page {k}", content=f"Evidence {k}: {words}", source="Fake")
+            items = [SearchItem(title=f"{query} page {k}", content=f"Evidence {k}: {words}", source="Fake",
+                                passage_id=f"{query}#{k}" if self.passage_ids else None)
                      for k in range(self.items_per_query)]
             result = SearchResult(ok=True, items=items, latency=0.01, status=200)
         self.stats.record(result)

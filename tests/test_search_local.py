@@ -81,12 +81,15 @@ def test_missing_corpus_and_index_say_what_to_do(tmp_path):
         local.LocalIndex.load(tmp_path / "nothing")
 
 
-def test_local_client_top3_cut_and_stats(index):
+def test_local_client_top3_cut_and_stats(index, rows):
     client = local.LocalSearchClient(index)
     result = client.search("Nobel prize Röntgen X-rays discovery river")
     assert result.ok and result.status == 200 and len(result.items) == 3
     assert result.items[0].title in {"Nobel Prize in Physics", "X-ray"}
     assert result.items[0].url.startswith("https://en.wikipedia.org/wiki/")
+    by_title = {r["contents"].split("\n")[0].strip('"'): r["id"] for r in rows}
+    assert [i.passage_id for i in result.items] == [by_title[i.title] for i in result.items]
+    assert all(i.passage_id not in format_results(result) for i in result.items)
     long = client.search("LONGSTART LONGEND omicron")
     assert [i.title for i in long.items] == ["Long passage"]
     assert len(long.items[0].content) <= 1200 and long.items[0].content.endswith("…")

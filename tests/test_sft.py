@@ -257,3 +257,99 @@ def test_sft_and_grpo_questions_never_overlap():
     assert len(sft) == plan.sft.limit and len(grpo) > 0
     assert not {e.id for e in sft} & {e.id for e in grpo}
     assert {e.data_source for e in sft} == {"nq", "hotpotqa"}  # the file is mixed: no reshuffle needed
+
+
+class IdSearch(ScriptedSearch):
+    """ScriptedSearch whose items carry corpus ids: results are {query: [(title, content, id), ...]}."""
+
+    def search(self, query):
+        self.queries.append(query)
+        items = [SearchItem(title=t, content=c, passage_id=i) for t, c, i in self.results.get(query, [])]
+        return SearchResult(ok=True, items=items, latency=0.0)
+
+
+def _bridge_case(data_source="hotpotqa"):
+    from types import SimpleNamespace
+
+    question = "Which band from Wilmette signed with the label that released Take This to Your Grave?"
+    example = SimpleNamespace(id="b1", question=question, answers=["Fall Out Boy"], data_source=data_source,
+                              metadata={"gold_passage_ids": ["g-band", "g-label"]})
+    search = IdSearch({
+        question: [("Fall Out Boy", "Fall Out Boy, from Wilmette, signed with Fueled Ramen in 2003.", "g-band")],
+        "Fueled Ramen": [("Fueled Ramen", "An American record label that released Take This to Your Grave.",
+                          "g-label")],
+    })
+    return example, search
+
+
+def test_a_decomposing_teacher_searches_the_bridge_and_answers_from_the_first_evidence():
+    example, search = _bridge_case()
+    demo = teacher_trajectory(example, search, decompose=1.0)
+    assert demo.queries == [example.question, "Fueled Ramen"] and demo.decomposed and demo.answer_search == 0
+    tools = [m["content"] for m in demo.messages if m["role"] == "tool"]
+    assert "Fall Out Boy" in tools[0] and "Fall Out Boy" not in tools[1]  # the answer is only in the first
+    assert demo.messages[-1] == {"role": "assistant", "content": "Answer: Fall Out Boy"}
+    plain = teacher_trajectory(example, search, decompose=0.0)
+    assert plain.queries == [example.question] and not plain.decomposed
+    nq, nq_search = _bridge_case("nq")
+    assert teacher_trajectory(nq, nq_search, decompose=1.0).search_calls == 1  # bridges are HotpotQA's
+    example.metadata["gold_passage_ids"] = ["g-band"]  # nothing left to find: no second search
+    assert teacher_trajectory(example, search, decompose=1.0).search_calls == 1
+    with pytest.raises(ValueError):
+        teacher_trajectory(example, search, decompose=1.5)
+
+
+def test_share_picks_the_same_questions_whatever_the_order():
+    from helpers.sft import in_share
+
+    keys = [f"q{i}" for i in range(2000)]
+    picked = [k for k in keys if in_share(k, 0.3)]
+    assert 0.26 < len(picked) / len(keys) < 0.34
+    assert picked == [k for k in reversed(keys) if in_share(k, 0.3)][::-1]
+    assert not any(in_share(k, 0.0) for k in keys) and all(in_share(k, 1.0) for k in keys)
+
+
+@pytest.fixture(scope="module")
+def fixture_index():
+    import json
+    from pathlib import Path
+
+    from helpers.search import local
+
+    rows = [json.loads(line) for line in (Path(__file__).parent / "fixtures" / "search" / "corpus.jsonl")
+            .read_text().splitlines() if line.strip()]
+    return local.LocalIndex.from_rows(rows)
+
+
+def test_keyword_queries_are_names_then_the_rarest_words_never_the_question_again(fixture_index):
+    from helpers.search.local import analyze
+    from helpers.sft import keyword_queries
+
+    question = "who was the actress Shirley Temple and which river flows through Paris"
+    queries = keyword_queries(question, fixture_index)
+    assert queries[:3] == ["Shirley Temple Paris", "Shirley Temple", "Paris"]
+    assert all(analyze(q) != analyze(question) and "who" not in q.split() for q in queries)
+    assert len(queries[3].split()) == 3 and all(w in question.split() for q in queries[3:] for w in q.split())
+
+
+def test_the_first_query_is_rewritten_only_where_keywords_retrieve_more_gold(fixture_index):
+    from types import SimpleNamespace
+
+    from helpers.search import local
+    from helpers.sft import rewritten_first_query
+
+    search = local.LocalSearchClient(fixture_index, topk=1)
+    missed = SimpleNamespace(id="r1", question="who was the actress Shirley Temple and which river flows through Paris",
+                             answers=["Seine"], data_source="nq", metadata={"gold_passage_ids": ["wfix00000003"]})
+    demo = teacher_trajectory(missed, search, rewrite="gain")
+    assert demo.queries == ["Paris"] and demo.rewritten and demo.answer == "Seine"
+    assert teacher_trajectory(missed, search).queries[0] == missed.question  # off by default
+    found = SimpleNamespace(id="r2", question="what tower was built in paris from 1887 to 1889 near the river",
+                            answers=["Champ de Mars"], data_source="nq", metadata={"gold_passage_ids": ["wfix00000002"]})
+    assert rewritten_first_query(found, search, ["wfix00000002"], "gain") is None  # the question already finds it
+    kept = rewritten_first_query(found, search, ["wfix00000002"], "no_loss")
+    assert kept and kept != found.question and "Champ de Mars" in search.search(kept).items[0].content
+    spelled = SimpleNamespace(**{**vars(missed), "answers": ["Paris"]})
+    assert rewritten_first_query(spelled, search, ["wfix00000003"], "gain") is None  # never spells the answer
+    with pytest.raises(ValueError):
+        rewritten_first_query(found, search, ["wfix00000002"], "always")

@@ -25,6 +25,19 @@ def test_presets_share_budgets_between_grpo_and_eval():
     assert h200.grpo.skip >= h200.sft.limit  # GRPO never trains on questions SFT scripted
 
 
+def test_the_search_preset_is_h200_with_the_search_levers():
+    h200, search = make_plan("h200", "o"), make_plan("h200_search", "o")
+    assert (search.sft.decompose, search.sft.rewrite_first_query, search.grpo.reward) == (1.0, "gain", "evidence")
+    assert (h200.sft.decompose, h200.sft.rewrite_first_query, h200.grpo.reward) == (0.0, "never", "exact_match")
+    levers = {"decompose", "rewrite_first_query", "out", "reward"}
+    for a, b in ((h200.sft, search.sft), (h200.grpo, search.grpo), (h200.eval, search.eval)):
+        assert {k: v for k, v in vars(a).items() if k not in levers} == {k: v for k, v in vars(b).items() if k not in levers}
+    one = make_plan("h200", "o", overrides=["sft.decompose=1.0", "sft.rewrite_first_query=gain", "grpo.reward=evidence",
+                                             'grpo.reward_options={"gain": 0.2}'])
+    assert (one.sft.decompose, one.sft.rewrite_first_query, one.grpo.reward_fn() is not None) == (1.0, "gain", True)
+    assert one.grpo.reward_options == {"gain": 0.2}
+
+
 def test_overlapping_sft_and_grpo_questions_are_flagged(capsys):
     make_plan("h200", "o", overrides=["grpo.skip=0"])
     assert "800 GRPO questions are SFT questions too" in capsys.readouterr().out
@@ -98,7 +111,7 @@ def test_report_collects_metrics_tables_plots_and_a_small_adapter(tmp_path):
     readme = stage_report(plan).read_text()
     out = plan.out
     for name in ("grpo/metrics.jsonl", "sft/metrics.jsonl", "sft/result.json", "grpo_training.png",
-                 "eval_em_strict.png", "summary_eval.json", "tables.md"):
+                 "eval_em_strict.png", "summary_eval.json", "tables.md", "search_learned.png"):
         assert (out / name).is_file(), name
     assert "| sft_grpo | all | 4 | 0.750 |" in readme and "SFT vs SFT + GRPO" in readme
     assert "+0.250" in readme  # the paired comparison
@@ -106,6 +119,8 @@ def test_report_collects_metrics_tables_plots_and_a_small_adapter(tmp_path):
     # no first search can hold a made-up answer: all four rows are "missed", two searched again
     assert "| sft | first search missed | 4 | 0.500 | 0.500 | 0.500 |" in readme
     assert "| sft_grpo | first search missed | 4 | 0.500 | 0.750 | 1.000 |" in readme
+    # a made-up answer is in no evidence: recall 0 for the agent and for the question alike
+    assert "### Was search learned?" in readme and "| sft | all | 4 | 0.000 | 0.000 |" in readme
     exported = load_file(str(out / "adapter" / "adapter.safetensors"))
     assert {t.dtype for t in exported.values()} == {torch.bfloat16}
     original = load_file(str(final / "adapter.safetensors"))

@@ -321,7 +321,8 @@ def wikipedia_url(title: str) -> str:
 
 def passage_to_item(passage: Passage, max_chars: int = MAX_CONTENT_CHARS) -> SearchItem:
     return SearchItem(title=passage.title or "Untitled", content=cut(passage.text, max_chars),
-                      source="Wikipedia (offline, Dec 2018)", url=wikipedia_url(passage.title))
+                      source="Wikipedia (offline, Dec 2018)", url=wikipedia_url(passage.title),
+                      passage_id=passage.id)
 
 
 class LocalSearchClient:

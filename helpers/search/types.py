@@ -13,6 +13,8 @@ class SearchItem:
     content: str
     source: str | None = None
     url: str | None = None
+    # the corpus passage id when the backend knows it (the local index does); never shown to the model
+    passage_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,297 @@
+"""Did the agent find the evidence? Retrieval measured on trajectories, and a reward that pays for it.
+
+Exact match says whether the final answer was right; it says nothing about the searches that led
+there. Three measures look at the searches themselves:
+
+- **evidence recall**: a gold answer appears (normalised as the reward normalises answers) in the
+  union of the observations the agent read. Compare it with the same test on the top 3 passages of
+  the raw question (question-as-query retrieval): an agent whose evidence recall is no higher only
+  reads better, it does not search better.
+- **gold passages retrieved**: how many of the question's gold passages (HotpotQA has two, NQ
+  one; ``metadata["gold_passage_ids"]`` of the data rows) were among the items it read.
+- **first query rewritten**: the first query is not the question itself (after normalisation).
+
+Reward terms for training, in the spirit of StepSearch's per-search reward: each search earns
+``gain`` times the share of the gold passages it retrieved *for the first time*, and loses
+``redundancy`` when it brought no passage the trajectory had not already read. Summed over a
+trajectory the gains are the gold recall of everything it read, so in GRPO (one advantage per
+trajectory) this pays for reaching the gold passages, by whatever queries, and charges for searches
+that repeat themselves. The terms are small next to exact match (by default finding every gold
+passage is worth a tenth of a right answer) and apply only to a trajectory that ended with a valid
+answer, so no amount of searching outweighs answering right, nor pays for never answering.
+
+Gold passage ids are training-time information: they enter rewards and analysis, never a prompt or
+an observation. Evaluation rows carry them only so that analysis can score retrieval afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Mapping, Sequence
+
+from helpers.reward import GroupRewards, contains_answer, normalize_answer, outcome_reward, register_reward
+
+YES_NO = frozenset({"yes", "no"})
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def answer_in_evidence(texts: Sequence[str], answers: Sequence[str]) -> bool:
+    """A gold answer occurs in the texts on word boundaries, both normalised as the reward does."""
+    return contains_answer(" ".join(texts), answers)
+
+
+def is_yes_no(answers: Sequence[str]) -> bool:
+    """A comparison question: "yes"/"no" is never written in the evidence as the answer is."""
+    return bool(answers) and all(normalize_answer(a) in YES_NO for a in answers)
+
+
+def query_differs(query: str | None, question: str) -> bool | None:
+    """The query is not the question (case, punctuation and articles ignored); None: no query."""
+    if query is None:
+        return None
+    return normalize_answer(query) != normalize_answer(question)
+
+
+# --------------------------------------------------------------------------- gold passages
+
+
+@lru_cache(maxsize=1)
+def _gold_index() -> dict[str, tuple[str, ...]]:
+    """Question id -> gold passage ids, over every prepared split (empty when none is prepared)."""
+    from helpers.data import SPLITS, load_rows
+
+    index: dict[str, tuple[str, ...]] = {}
+    for split in SPLITS:
+        try:
+            rows = load_rows(split)
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            ids = (row.get("metadata") or {}).get("gold_passage_ids")
+            if ids:
+                index[str(row["id"])] = tuple(str(i) for i in ids)
+    return index
+
+
+def gold_passage_ids(example: Any) -> list[str]:
+    """The gold passage ids of an example, a data row or an evaluation row ([] when unknown).
+
+    Read from its ``metadata`` (or an evaluation row's ``gold_passage_ids``); failing that, looked
+    up by question id in the prepared splits.
+    """
+    if isinstance(example, Mapping):
+        ids = example.get("gold_passage_ids")
+        if ids is None:
+            ids = (example.get("metadata") or {}).get("gold_passage_ids")
+        key = example.get("id")
+    else:
+        ids = (getattr(example, "metadata", None) or {}).get("gold_passage_ids")
+        key = getattr(example, "id", None)
+    if ids is None and key is not None:
+        ids = _gold_index().get(str(key))
+    return [str(i) for i in ids or ()]
+
+
+# --------------------------------------------------------------------------- one trajectory
+
+
+@dataclass
+class SearchEvidence:
+    """One search as retrieval: what it showed and what it added to what was already read."""
+
+    query: str
+    passage_ids: list[str] | None  # None: it showed passages, but the backend does not name them
+    answer_hit: bool  # its observation holds a gold answer
+    new_passages: int  # passages not read in an earlier search of the trajectory
+    new_gold: list[str]  # gold passages read here for the first time
+
+    @property
+    def redundant(self) -> bool:
+        """Brought nothing new: every passage was read before, or none came back (failed, empty)."""
+        return self.passage_ids is not None and self.new_passages == 0
+
+
+@dataclass
+class EvidenceReport:
+    """Retrieval of one trajectory (or evaluation row) against its question's gold."""
+
+    question: str
+    answers: list[str]
+    gold_ids: list[str]
+    searches: list[SearchEvidence] = field(default_factory=list)
+
+    @property
+    def yes_no(self) -> bool:
+        return is_yes_no(self.answers)
+
+    @property
+    def evidence_hit(self) -> bool | None:
+        """A gold answer in the union of the evidence read; None for yes/no questions."""
+        return None if self.yes_no else any(s.answer_hit for s in self.searches)
+
+    @property
+    def gold_found(self) -> int:
+        return sum(len(s.new_gold) for s in self.searches)
+
+    @property
+    def gold_recall(self) -> float | None:
+        """Share of the gold passages read; None when the question has none on record."""
+        return self.gold_found / len(self.gold_ids) if self.gold_ids else None
+
+    @property
+    def first_query(self) -> str | None:
+        return self.searches[0].query if self.searches else None
+
+    @property
+    def first_query_rewritten(self) -> bool | None:
+        return query_differs(self.first_query, self.question)
+
+    @property
+    def redundant_searches(self) -> int:
+        return sum(s.redundant for s in self.searches)
+
+
+def build_report(question: str, answers: Sequence[str], gold_ids: Sequence[str],
+                 searches: Sequence[tuple[str, Sequence[str] | None, bool]]) -> EvidenceReport:
+    """The report from (query, passage ids read, observation holds a gold answer) per search, in order.
+
+    Passage ids None: the search showed items that carry no id (an online backend); it then counts
+    as neither new nor redundant.
+    """
+    report = EvidenceReport(question, list(answers), list(gold_ids))
+    gold = set(report.gold_ids)
+    seen: set[str] = set()
+    for query, ids, hit in searches:
+        ids = None if ids is None else [str(i) for i in ids]
+        fresh = [i for i in dict.fromkeys(ids or ()) if i not in seen]
+        report.searches.append(SearchEvidence(query, ids, bool(hit), len(fresh), [i for i in fresh if i in gold]))
+        seen.update(fresh)
+    return report
+
+
+def _read_ids(record: Any) -> list[str] | None:
+    """Ids of the passages a search record's observation showed; None when they have no ids."""
+    if not record.fitted or record.items_kept == 0:
+        return []
+    return list(record.passage_ids) if record.passage_ids else None
+
+
+def trajectory_evidence(trajectory: Any, gold_ids: Sequence[str] | None = None) -> EvidenceReport:
+    """Retrieval of a rollout trajectory, from its search records (what the model read)."""
+    example = trajectory.example
+    gold = gold_passage_ids(example) if gold_ids is None else list(gold_ids)
+    searches = [(record.query, _read_ids(record), record.fitted and answer_in_evidence([record.content], example.answers))
+                for record in trajectory.searches]
+    return build_report(example.question, example.answers, gold, searches)
+
+
+def evidence_fields(trajectory: Any) -> dict[str, Any]:
+    """What an evaluation row stores so that retrieval can be scored later (aligned with `queries`)."""
+    answers = trajectory.example.answers
+    return {
+        "evidence_ids": [_read_ids(r) for r in trajectory.searches],
+        "evidence_hits": [bool(r.fitted and answer_in_evidence([r.content], answers)) for r in trajectory.searches],
+        "gold_passage_ids": gold_passage_ids(trajectory.example),
+    }
+
+
+def search_evidence(query: str, answers: Sequence[str], search: Any) -> tuple[list[str] | None, bool]:
+    """(passage ids, gold answer in the observation) of one query re-run on `search`.
+
+    The whole result, as formatted for the model; the local index is deterministic, so this is
+    what the agent read unless its observation budget cut items (counted in `truncated_observations`).
+    """
+    from helpers.search import format_results
+
+    result = search.search(query)
+    items = result.items if result.ok else []
+    ids = [item.passage_id for item in items if getattr(item, "passage_id", None)]
+    return (ids if len(ids) == len(items) else None), answer_in_evidence([format_results(result)], answers)
+
+
+def row_evidence(row: Mapping[str, Any], search: Any = None) -> EvidenceReport:
+    """Retrieval of one evaluation row: from its stored evidence fields, or by re-running its queries.
+
+    Rows written before evaluation stored `evidence_ids` / `evidence_hits` need `search` (use the
+    backend the run used; the local index gives the same results again).
+    """
+    queries = list(row.get("queries") or [])
+    answers = list(row.get("answers") or [])
+    ids, hits = row.get("evidence_ids"), row.get("evidence_hits")
+    if ids is None or hits is None:
+        if search is None and queries:
+            raise ValueError(f"row {row.get('id')!r} has no stored evidence; pass `search` to re-run its queries")
+        rerun = [search_evidence(q, answers, search) for q in queries]
+        ids, hits = [r[0] for r in rerun], [r[1] for r in rerun]
+    return build_report(str(row.get("question", "")), answers, gold_passage_ids(row), list(zip(queries, ids, hits)))
+
+
+# --------------------------------------------------------------------------- reward terms
+
+
+@dataclass(frozen=True)
+class EvidenceRewardConfig:
+    """Weights of the retrieval terms, next to exact match's 1.0 for a right answer."""
+
+    gain: float = 0.1  # all gold passages newly retrieved (spread over the searches that found them)
+    redundancy: float = 0.05  # per search that brought no passage not read before
+
+    def __post_init__(self) -> None:
+        if self.gain < 0 or self.redundancy < 0:
+            raise ValueError(f"gain and redundancy are weights >= 0, got {self.gain} and {self.redundancy}")
+
+
+@dataclass
+class EvidenceTerms:
+    base: float  # the outcome reward (exact match / format)
+    gain: float
+    redundancy: float
+    reward: float  # base + gain - redundancy (terms only with a valid format)
+    gold_found: int
+    redundant_searches: int
+
+
+def evidence_terms(trajectory: Any, config: EvidenceRewardConfig = EvidenceRewardConfig(),
+                   gold_ids: Sequence[str] | None = None) -> EvidenceTerms:
+    """Outcome reward plus the retrieval terms of one finished trajectory whose answer was checked."""
+    report = trajectory_evidence(trajectory, gold_ids)
+    # from the answer check's facts: a reward is computed before the trajectory's reward is written
+    base = outcome_reward(trajectory.valid_format, trajectory.exact_match)
+    gain = redundancy = 0.0
+    if trajectory.valid_format:
+        gains = [len(s.new_gold) / len(report.gold_ids) for s in report.searches] if report.gold_ids else []
+        gain = config.gain * sum(gains)
+        redundancy = config.redundancy * report.redundant_searches
+    return EvidenceTerms(base, gain, redundancy, base + gain - redundancy, report.gold_found,
+                         report.redundant_searches)
+
+
+def evidence_reward(gain: float = EvidenceRewardConfig.gain,
+                    redundancy: float = EvidenceRewardConfig.redundancy):
+    """The reward registered as "evidence": exact match plus the retrieval terms, one group at a time.
+
+        TrainConfig(reward="evidence", reward_options={"gain": 0.1, "redundancy": 0.05})
+
+    Each step logs the terms' means: `outcome` (exact match / format), `evidence_gain`,
+    `redundancy`, `gold_found` and `redundant_searches` per trajectory.
+    """
+    config = EvidenceRewardConfig(gain, redundancy)
+
+    def reward(group) -> GroupRewards:
+        gold = gold_passage_ids(group.example)
+        terms = [evidence_terms(t, config, gold) for t in group.trajectories]
+        return GroupRewards([t.reward for t in terms], {
+            "outcome": [t.base for t in terms],
+            "evidence_gain": [t.gain for t in terms],
+            "redundancy": [t.redundancy for t in terms],
+            "gold_found": [float(t.gold_found) for t in terms],
+            "redundant_searches": [float(t.redundant_searches) for t in terms],
+        })
+
+    return reward
+
+
+register_reward("evidence", evidence_reward)

@@ -1,0 +1,149 @@
+"""Retrieval measured on trajectories (evidence recall, gold passages, rewritten queries) and its reward terms."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from helpers.data import SearchExample
+from helpers.eval import trajectory_row
+from helpers.evidence import (
+    EvidenceRewardConfig,
+    answer_in_evidence,
+    build_report,
+    evidence_reward,
+    evidence_terms,
+    gold_passage_ids,
+    query_differs,
+    row_evidence,
+    trajectory_evidence,
+)
+from helpers.models import load_tokenizer
+from helpers.rollout import RolloutConfig, rollout_batch
+from helpers.search import local
+from test_rollout_doubles import ScriptedSamplingClient, call
+
+FIXTURES = Path(__file__).parent / "fixtures" / "search"
+QUESTION = "In which year was the Nobel Prize in Physics first awarded to the discoverer of X-rays?"
+GOLD = ["wfix00000001", "wfix00000007"]  # the prize's passage and the discovery's passage
+EXAMPLE = SearchExample(id="x1", question=QUESTION, answers=["1901"], data_source="hotpotqa",
+                        metadata={"gold_passage_ids": GOLD})
+# Each branch's plan: its queries in order, then its answer (None: keeps searching past the budget).
+PLANS = [
+    ([], "1901"),  # answers from memory
+    ([QUESTION], "1901"),  # question as query: one gold passage, it holds the answer
+    (["X-rays discovered by Röntgen", "first Nobel Prize in Physics"], "1901"),  # two hops, both gold
+    (["Eiffel Tower", "Eiffel Tower"], "1889"),  # repeats itself, answers wrong
+    (["Röntgen discovered X-rays", "Seine river", "Rhine"], None),  # runs out of budget
+]
+
+
+@pytest.fixture(scope="module")
+def search():
+    rows = [json.loads(line) for line in (FIXTURES / "corpus.jsonl").read_text().splitlines() if line.strip()]
+    return local.LocalSearchClient(local.LocalIndex.from_rows(rows), topk=1)
+
+
+@pytest.fixture(scope="module")
+def batch(search):
+    tokenizer = load_tokenizer("qwen2.5-0.5b")
+
+    def script(prompt: str, index: int) -> str:
+        conversation = prompt.split("<|im_start|>assistant", 1)[-1] if "<|im_start|>assistant" in prompt else ""
+        done = re.findall(r'"arguments": \{"query": "([^"]*)"\}', conversation)
+        plan = index if not done else next(k for k, (queries, _) in enumerate(PLANS) if queries[:1] == done[:1])
+        queries, answer = PLANS[plan]
+        return call(queries[len(done)]) if len(done) < len(queries) else f"Answer: {answer}"
+
+    config = RolloutConfig(group_size=len(PLANS), max_search_calls=2, max_assistant_turns=4,
+                           max_assistant_tokens=200, max_trajectory_tokens=4096)
+    return rollout_batch(ScriptedSamplingClient(tokenizer, script), tokenizer, search, [EXAMPLE], config,
+                         progress=False)
+
+
+def test_answers_match_in_evidence_as_the_reward_normalises_them():
+    assert answer_in_evidence(["[1] Title: Hamlet\n    Content: written by William Shakespeare."], ["william shakespeare"])
+    assert answer_in_evidence(["The Beatles' song"], ["the beatles"])
+    assert not answer_in_evidence(["Parisian cafés"], ["Paris"])  # word boundaries
+    assert not answer_in_evidence(["anything"], ["", "the"])  # an answer that normalises to nothing
+    assert query_differs("Who wrote Hamlet?", "who wrote hamlet") is False
+    assert query_differs("Hamlet author", "who wrote hamlet") is True and query_differs(None, "q") is None
+
+
+def test_gold_ids_come_from_metadata_an_eval_row_or_the_prepared_splits():
+    assert gold_passage_ids(SimpleNamespace(id="zz", metadata={"gold_passage_ids": ["a", "b"]})) == ["a", "b"]
+    assert gold_passage_ids({"id": "zz", "gold_passage_ids": ["c"]}) == ["c"]
+    assert gold_passage_ids({"id": "zz", "metadata": {"gold_passage_ids": ["d"]}}) == ["d"]
+    assert gold_passage_ids({"id": "not a question id anywhere"}) == []
+
+
+def test_reports_say_what_each_trajectory_retrieved(batch):
+    reports = [trajectory_evidence(t, GOLD) for t in batch]
+    assert [r.evidence_hit for r in reports] == [False, True, True, False, False]
+    assert [r.gold_found for r in reports] == [0, 1, 2, 0, 1]
+    assert [r.first_query_rewritten for r in reports] == [None, False, True, True, True]
+    assert [r.redundant_searches for r in reports] == [0, 0, 0, 1, 0]
+    two_hops = reports[2]
+    assert [s.new_gold for s in two_hops.searches] == [["wfix00000007"], ["wfix00000001"]]
+    assert [s.answer_hit for s in two_hops.searches] == [False, True] and two_hops.gold_recall == 1.0
+    assert batch[4].end_reason == "search_budget"
+
+
+def test_yes_no_questions_have_no_evidence_recall():
+    report = build_report("Are both cats?", ["yes"], [], [("cats", ["p1"], True)])
+    assert report.yes_no and report.evidence_hit is None and report.gold_recall is None
+
+
+def test_searches_without_passage_ids_are_never_called_redundant():
+    report = build_report("q", ["a"], ["g"], [("q", None, False), ("q", None, False), ("q", [], False)])
+    assert [s.redundant for s in report.searches] == [False, False, True]  # the last one came back empty
+
+
+def test_reward_terms_pay_new_gold_charge_repeats_and_need_a_valid_answer(batch):
+    config = EvidenceRewardConfig(gain=0.1, redundancy=0.05)
+    terms = [evidence_terms(t, config, GOLD) for t in batch]
+    assert [t.base for t in terms] == [1.0, 1.0, 1.0, 0.0, -0.1]
+    assert [t.reward for t in terms] == pytest.approx([1.0, 1.05, 1.1, -0.05, -0.1])
+    assert terms[4].gold_found == 1 and terms[4].gain == 0.0  # gold retrieved, but it never answered
+    assert config.gain < 1.0  # a wrong answer that found every gold passage still scores below any right answer
+    with pytest.raises(ValueError):
+        EvidenceRewardConfig(gain=-1)
+
+
+def test_the_training_step_finds_the_evidence_reward_by_name(batch):
+    from helpers.reward import make_reward, reward_names
+    from helpers.rollout import groups_of
+    from helpers.train import TrainConfig
+
+    assert "evidence" in reward_names()
+    (group,) = groups_of(list(batch))
+    before = [t.reward for t in group.trajectories]
+    result = make_reward("evidence", gain=0.2, redundancy=0.1)(group)  # gold ids from the example's metadata
+    assert result.rewards == pytest.approx([1.0, 1.1, 1.2, -0.1, -0.1])
+    assert result.components["outcome"] == [1.0, 1.0, 1.0, 0.0, -0.1]
+    assert result.components["gold_found"] == [0, 1, 2, 0, 1] and result.components["redundant_searches"][3] == 1
+    assert [t.reward for t in group.trajectories] == before  # a reward function never writes the trajectories
+    assert TrainConfig(reward="evidence").reward_fn()(group).rewards == pytest.approx([1.0, 1.05, 1.1, -0.05, -0.1])
+    with pytest.raises(ValueError):
+        make_reward("evidence", weight=1.0)
+
+
+def test_eval_rows_store_the_evidence_and_reproduce_the_report(batch, search):
+    for trajectory in batch:
+        row = trajectory_row(trajectory, "agent", "test")
+        row["gold_passage_ids"] = GOLD  # the fixture's question is in no prepared split
+        stored = row_evidence(row)
+        expected = trajectory_evidence(trajectory, GOLD)
+        assert (stored.evidence_hit, stored.gold_found, stored.redundant_searches) == \
+            (expected.evidence_hit, expected.gold_found, expected.redundant_searches)
+        assert len(row["evidence_ids"]) == len(row["queries"]) == len(row["evidence_hits"])
+        legacy = {k: v for k, v in row.items() if k not in ("evidence_ids", "evidence_hits")}
+        rerun = row_evidence(legacy, search)  # rows written before the fields existed: re-run the queries
+        assert (rerun.evidence_hit, rerun.gold_found) == (expected.evidence_hit, expected.gold_found)
+        if row["queries"]:
+            with pytest.raises(ValueError, match="pass `search`"):
+                row_evidence(legacy)
