@@ -20,6 +20,7 @@ from helpers.search.local import split_contents
 WORD = re.compile(r"\w+")
 MAX_TITLE_WORDS = 8
 MIN_SINGLE_WORD = 4
+COMMON_IN_CORPUS = 3  # lower-case uses of a one-word name above which it is a common word
 COMMON_WORDS = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday spring summer autumn winter "
@@ -79,10 +80,17 @@ class Corpus:
             known = self.leads.get(passage.title)
             if known is None or (known.description is None and lead.description is not None):
                 self.leads[passage.title] = lead
+        # a one-word name that the corpus also writes in lower case is a common word ("Tunnel")
+        lower: dict[str, int] = {}
+        for passage in passages:
+            for word in WORD.findall(passage.text):
+                if word.islower():
+                    lower[word] = lower.get(word, 0) + 1
         # token tuple of a clean title -> titles that read that way (several when only "(...)" differs)
         self._names: dict[tuple[str, ...], list[str]] = {}
         for title in sorted(self.by_title):
-            if linkable(title):
+            name = clean_title(title)
+            if linkable(title) and (" " in name or lower.get(name.lower(), 0) < COMMON_IN_CORPUS):
                 self._names.setdefault(tuple(WORD.findall(clean_title(title))), []).append(title)
         self._longest = max((len(k) for k in self._names), default=0)
 

@@ -35,6 +35,9 @@ RELATIONS: dict[str, tuple[str, str]] = {
     "published": ("published", "released"),
     "premiered": ("first shown", "released"),
     "launched": ("launched", "released"),
+    "performed": ("first performed", "released"),
+    "held": ("held", "held"),
+    "fought": ("fought", "held"),
 }
 # relation -> question verb for facts whose value is a name (never compared by rule)
 MAKERS: dict[str, str] = {
@@ -46,7 +49,7 @@ MAKERS: dict[str, str] = {
 WORK_MAKERS = {
     **dict.fromkeys(("album", "song", "single", "EP", "ballad"), "recorded_by"),
     **dict.fromkeys(("novel", "book", "play", "poem", "story", "novella", "memoir", "essay", "opera",
-                     "musical"), "written_by"),
+                     "musical", "tragedy", "comedy", "drama", "poem", "epic"), "written_by"),
     **dict.fromkeys(("painting", "portrait"), "painted_by"),
     **dict.fromkeys(("composition", "symphony", "concerto", "hymn", "score"), "composed_by"),
     **dict.fromkeys(("film", "documentary", "movie"), "directed_by"),
@@ -63,7 +66,8 @@ _EVENTS = "|".join(r for r in RELATIONS if r not in ("born", "died"))
 # "was born on 3 May 1921 in ...", "died in 1990" (first sentence, no parentheses)
 _LIFE_EVENT = re.compile(rf"\b(born|died)\s+(?:on\s+|in\s+)?{_DATE_PREFIX}{YEAR}\b")
 # first sentence: "a college established in 1950", "was founded on 3 May 1921"
-_EVENT = re.compile(rf"\b({_EVENTS})\s+(?:on\s+|in\s+)?{_DATE_PREFIX}{YEAR}\b")
+_EVENT = re.compile(rf"\b({_EVENTS})\s+(?:(?:in|at|near)\s+[A-Z][^.;()]{{0,40}}?\s+)?(?:on\s+|in\s+)?"
+                    rf"{_DATE_PREFIX}{YEAR}\b")
 # later sentences only when they keep the subject: "It was opened in 1932."
 _EVENT_LATER = re.compile(
     rf"^(?:It|The\s+\w+|This\s+\w+)\s+(?:was|were)\s+(?:first\s+|originally\s+|officially\s+)?({_EVENTS})"
@@ -87,6 +91,7 @@ _PLACE_AFTER = re.compile(r"\b(?:(?:located|situated|based|headquartered|lies|si
                           r"prison)\s+(?:located\s+)?in)\s+(?:the\s+)?"
                           + _PLACE + r"(?:,\s+" + _PLACE + r")?")
 _NOT_A_PLACE = re.compile(r"^(?:Northern|Southern|Eastern|Western|Central|North|South|East|West|The|A|An)$")
+DANGLING = frozenset("and or but north south east west given than as".split())
 REGIONS = frozenset("city state country region province capital metropolis territory nation island "
                     "continent county borough municipality commune district".split())
 VAGUE = frozenset({"branch", "genus", "species", "term", "type", "form", "part", "list", "series",
@@ -155,6 +160,9 @@ def description(text: str) -> str | None:
     words = phrase.split()
     if not words or len(words) > MAX_DESCRIPTION_WORDS or not words[-1][:1].islower():
         return None  # a proper name at the end ("a film by Sam Raimi") is not a description
+    last = words[-1].lower()
+    if last in DANGLING or (last.endswith("ed") and len(last) > 4):
+        return None  # cut in the middle of a clause: "a material claimed", "a lead single and"
     return phrase
 
 
@@ -174,6 +182,9 @@ def facts(text: str) -> dict[str, str]:
     for sentence in lead[1:]:
         for relation, year in _EVENT_LATER.findall(sentence):
             found.setdefault(relation, set()).add(year)
+        if sentence.startswith(("It ", "The ")):
+            for verb, name in _MAKER.findall(sentence):
+                found.setdefault(f"{verb}_by", set()).add(_trim_name(name))
     first = lead[0] if lead else ""
     for verb, name in _MAKER.findall(first):
         found.setdefault(f"{verb}_by", set()).add(_trim_name(name))

@@ -23,7 +23,7 @@ from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
 
 KINDS = ("bridge", "comparison")
 MAX_HOPS = 3
-PER_SEED = 3  # linked entities a seed passage leads to at most
+PER_SEED = 4  # linked entities a seed passage leads to at most
 RELATIONS_PER_LINK = 2  # bridge questions through one link, each about a different fact
 
 BRIDGE_TEMPLATES = {
@@ -76,12 +76,14 @@ def candidate_id(kind: str, passage_ids: list[str], relation: str, answer: str) 
     return "mh-" + hashlib.sha1(key.encode()).hexdigest()[:12]
 
 
-def entity_phrase(seed_title: str, descriptions: list[str]) -> str:
+SEED_PLACE = ("the Wikipedia passage about", "a Wikipedia passage about")  # A has one passage / several
+
+
+def entity_phrase(seed_title: str, descriptions: list[str], where: str = SEED_PLACE[0]) -> str:
     """'the novel mentioned in the passage about the American writer mentioned in ... about A'."""
     phrase = clean_title(seed_title)
     for i, desc in enumerate(descriptions):
-        where = "the Wikipedia passage about" if i == 0 else "the passage about"
-        phrase = f"the {desc} mentioned in {where} {phrase}"
+        phrase = f"the {desc} mentioned in {where if i == 0 else 'the passage about'} {phrase}"
     return phrase
 
 
@@ -94,17 +96,29 @@ def _bridge_template(relation: str, rng: random.Random) -> str:
     return rng.choice(BRIDGE_TEMPLATES[group]).replace("{v}", RELATIONS[relation][0])
 
 
-def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
-    """title -> description for the linked entities whose description no other link shares."""
+def _described_links(corpus: Corpus, passage: Passage) -> dict[str, str]:
     found: dict[str, str] = {}
     for mention in corpus.mentions(passage):
         lead = corpus.lead(mention.title)
         if lead is not None and lead.description:
             found[mention.title] = lead.description
+    return found
+
+
+def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
+    """title -> description for the linked entities whose description no other link shares,
+    in this passage or in another passage with the same title (the question cannot tell them apart)."""
+    found = _described_links(corpus, passage)
+    elsewhere: dict[str, set[str]] = {}
+    for sibling in corpus.by_title.get(passage.title, []):
+        if sibling.id != passage.id:
+            for title, desc in _described_links(corpus, sibling).items():
+                elsewhere.setdefault(desc.lower(), set()).add(title)
     counts: dict[str, int] = {}
     for desc in found.values():
         counts[desc.lower()] = counts.get(desc.lower(), 0) + 1
-    return {title: desc for title, desc in found.items() if counts[desc.lower()] == 1}
+    return {title: desc for title, desc in found.items()
+            if counts[desc.lower()] == 1 and elsewhere.get(desc.lower(), {title}) == {title}}
 
 
 def _next_hop(corpus: Corpus, passage: Passage, used: list[str], rng: random.Random,
@@ -127,10 +141,10 @@ def comparable(seed_facts: dict[str, str], facts: dict[str, str]) -> list[tuple[
 
 
 def bridge(seed_passage: Passage, chain: list[str], descriptions: list[str], passages: list[Passage],
-           facts: dict[str, str], rng: random.Random) -> Candidate:
+           facts: dict[str, str], rng: random.Random, where: str = SEED_PLACE[0]) -> Candidate:
     """A fact about the chain's last entity, which the question names only through the chain."""
     relation = rng.choice(sorted(facts))
-    question = _bridge_template(relation, rng).format(e=entity_phrase(seed_passage.title, descriptions))
+    question = _bridge_template(relation, rng).format(e=entity_phrase(seed_passage.title, descriptions, where))
     answers = answer_forms(relation, facts[relation])
     ids = [p.id for p in passages]
     return Candidate(candidate_id("bridge", ids, relation, answers[0]), "bridge",
@@ -152,8 +166,9 @@ def from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidat
     passage links on to a C with a fact.
     """
     rng = random.Random(f"{seed}-{seed_passage.id}")
-    if len(corpus.by_title.get(seed_passage.title, [])) != 1 or not clean_title(seed_passage.title):
-        return []  # "the passage about A" must point at one passage
+    if not clean_title(seed_passage.title):
+        return []
+    where = SEED_PLACE[len(corpus.by_title.get(seed_passage.title, [])) > 1]
     options = sorted((t, d) for t, d in unique_descriptions(corpus, seed_passage).items()
                      if corpus.lead(t).facts)
     rng.shuffle(options)
@@ -165,21 +180,21 @@ def from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidat
         passages = [seed_passage, corpus.by_id[lead.passage_id]]
         for relation in rng.sample(sorted(lead.facts), min(RELATIONS_PER_LINK, len(lead.facts))):
             out.append(bridge(seed_passage, [seed_passage.title, title], [desc], passages,
-                              {relation: lead.facts[relation]}, rng))
+                              {relation: lead.facts[relation]}, rng, where))
         pairs = comparable(seed_facts, lead.facts)
         if pairs:
-            out.append(_comparison(seed_passage, seed_facts, title, desc, lead, rng.choice(pairs), rng))
+            out.append(_comparison(seed_passage, seed_facts, title, desc, lead, rng.choice(pairs), rng, where))
         hop = _next_hop(corpus, passages[-1], [seed_passage.title, title], rng, need_fact=True)
         if hop is not None and MAX_HOPS > 2:
             last = corpus.lead(hop[0])
             out.append(bridge(seed_passage, [seed_passage.title, title, hop[0]], [desc, hop[1]],
-                              passages + [corpus.by_id[last.passage_id]], last.facts, rng))
-    out.extend(pair_comparisons(corpus, seed_passage, options, rng))
+                              passages + [corpus.by_id[last.passage_id]], last.facts, rng, where))
+    out.extend(pair_comparisons(corpus, seed_passage, options, rng, where))
     return out
 
 
 def pair_comparisons(corpus: Corpus, seed_passage: Passage, options: list[tuple[str, str]],
-                     rng: random.Random) -> list[Candidate]:
+                     rng: random.Random, where: str = SEED_PLACE[0]) -> list[Candidate]:
     """Two entities the seed passage names (by description), compared on a year both passages state:
     three searches, the seed's and one for each of them."""
     pairs = []
@@ -194,9 +209,9 @@ def pair_comparisons(corpus: Corpus, seed_passage: Passage, options: list[tuple[
         year_b, year_c = lead_b.facts[rel_b], lead_c.facts[rel_c]
         group = RELATIONS[rel_b][1]
         key = group if group in ("born", "died") else "event"
-        where = f"the Wikipedia passage about {clean_title(seed_passage.title)}"
         template = rng.choice(PAIR_TEMPLATES[key])
-        question = template.format(b=f"the {desc_b}", c=f"the {desc_c} mentioned in {where}", v=RELATIONS[group][0])
+        question = template.format(b=f"the {desc_b}", v=RELATIONS[group][0],
+                                   c=f"the {desc_c} mentioned in {where} {clean_title(seed_passage.title)}")
         question = question[0].upper() + question[1:]
         winner = b if int(year_b) < int(year_c) else c
         names = [clean_title(winner)] + ([winner] if clean_title(winner) != winner else [])
@@ -208,7 +223,7 @@ def pair_comparisons(corpus: Corpus, seed_passage: Passage, options: list[tuple[
 
 
 def _comparison(seed_passage: Passage, seed_facts: dict, title: str, desc: str, lead, pair: tuple[str, str],
-                rng: random.Random) -> Candidate:
+                rng: random.Random, where: str = SEED_PLACE[0]) -> Candidate:
     seed_relation, relation = pair
     group = RELATIONS[relation][1]
     key = relation if relation in ("born", "died") else "event"
@@ -216,7 +231,7 @@ def _comparison(seed_passage: Passage, seed_facts: dict, title: str, desc: str, 
     a, b = seed_facts[seed_relation], lead.facts[relation]
     winner = seed_passage.title if int(a) < int(b) else title
     names = [clean_title(winner)] + ([winner] if clean_title(winner) != winner else [])
-    question = template.format(a=clean_title(seed_passage.title), e=entity_phrase(seed_passage.title, [desc]),
+    question = template.format(a=clean_title(seed_passage.title), e=entity_phrase(seed_passage.title, [desc], where),
                                v=RELATIONS[group][0])
     ids = [seed_passage.id, lead.passage_id]
     return Candidate(candidate_id("comparison", ids, relation, names[0]), "comparison", question, names,
