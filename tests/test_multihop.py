@@ -82,6 +82,12 @@ def test_a_works_year_leaves_its_description_and_becomes_its_release():
     assert lead.facts["directed_by"] == "David Fincher"
 
 
+def test_lifespan_without_its_dash_still_gives_the_birth_year():
+    lead = read_lead("p", "Tony Curtis", "Tony Curtis (born Bernard Schwartz; June 3, 1925September 29, 2010) "
+                     "was an American film actor.")
+    assert lead.facts["born"] == "1925"
+
+
 def test_a_mid_article_chunk_is_not_a_lead():
     assert read_lead("p", "Skylab", "Later plans to reuse it were stymied by delays in development.") is None
 
@@ -92,6 +98,13 @@ def test_a_mid_article_chunk_is_not_a_lead():
 def test_title_match_links_named_entities_in_text_order(corpus):
     mentions = [m.title for m in corpus.mentions(_passage(corpus, "Harbour Lights Festival"))]
     assert mentions == ["Maria Delacroix-Hunt", "Gwen Arliss", "Quayside Brass Band"]
+
+
+def test_entities_that_share_a_name_are_not_distinct():
+    from helpers.multihop.chains import distinct
+
+    assert not distinct("Break Up (1998 film)", "Break-Up") and not distinct("Cambridge", "Cambridge University")
+    assert distinct("Ann Vale", "Annapolis")
 
 
 def test_common_words_and_one_word_disambiguated_titles_do_not_link():

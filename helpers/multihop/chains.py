@@ -145,9 +145,11 @@ def fits_context(title: str, text: str) -> bool:
 
 
 def distinct(a: str, b: str) -> bool:
-    """Two entities are distinct when neither clean name contains the other."""
-    x, y = clean_title(a).lower(), clean_title(b).lower()
-    return bool(x) and bool(y) and x not in y and y not in x
+    """Two entities are distinct when neither clean name contains the other ("Break Up" and
+    "Break-Up" are one name)."""
+    x = " ".join(WORD.findall(clean_title(a).lower()))
+    y = " ".join(WORD.findall(clean_title(b).lower()))
+    return bool(x) and bool(y) and f" {x} " not in f" {y} " and f" {y} " not in f" {x} "
 
 
 def _sentence_start(text: str, start: int) -> bool:

@@ -59,9 +59,10 @@ LOCATED = "located_in"  # the place a lead puts its subject in ("a village in Cu
 YEAR = r"(1[0-9]{3}|20[0-2][0-9])"
 MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December")
 _DATE_PREFIX = rf"(?:(?:{MONTHS})\s+(?:\d{{1,2}},?\s+)?|\d{{1,2}}\s+(?:{MONTHS})\s+)?"
-# "(born October 23, 1980)", "(b. 1981)", "(1866–1960)", "(12 May 1907 – 3 June 1990)"
-_BORN = re.compile(rf"^[^()]{{0,120}}(?:\([^()]*\)\s*)?\((?:[^()]*?;\s*)?(?:born|b\.)\s+[^()]*?{YEAR}\b[^()]*\)")
-_LIFESPAN = re.compile(rf"^[^()]{{0,120}}(?:\([^()]*\)\s*)?\((?:[^()]*?;\s*)?{_DATE_PREFIX}{YEAR}\s*[–-]\s*{_DATE_PREFIX}{YEAR}\)")
+# "(born October 23, 1980)", "(b. 1981)", "(1866–1960)", "(12 May 1907 – 3 June 1990)", and the
+# corpus's "(June 3, 1925September 29, 2010)" whose dash was lost
+_BORN = re.compile(rf"^[^()]{{0,120}}(?:\([^()]*\)\s*)?\((?:[^()]*?;\s*)?(?:born|b\.)\s+[^()]*?{YEAR}(?!\d)[^()]*\)")
+_LIFESPAN = re.compile(rf"^[^()]{{0,120}}(?:\([^()]*\)\s*)?\((?:[^()]*?;\s*)?{_DATE_PREFIX}{YEAR}\s*[–-]?\s*{_DATE_PREFIX}{YEAR}\)")
 _EVENTS = "|".join(r for r in RELATIONS if r not in ("born", "died"))
 # "was born on 3 May 1921 in ...", "died in 1990" (first sentence, no parentheses)
 _LIFE_EVENT = re.compile(rf"\b(born|died)\s+(?:on\s+|in\s+)?{_DATE_PREFIX}{YEAR}\b")
