@@ -21,13 +21,14 @@ def _stage(title: str, fn) -> None:
 
 
 def setup(models: list[str]) -> None:
-    from helpers import data, models as model_store
+    from helpers import data, models as model_store, multihop
     from helpers.search import local
 
     for name in models:
         _stage(f"model {name}", lambda name=name: model_store.provision(name))
     _stage("data: NQ + HotpotQA splits", data.prepare_data)
     _stage("search index: BM25 over the Wikipedia passages", local.build_index)
+    _stage("data: verified multi-hop questions (synthetic split)", multihop.prepare_synthetic)
     print(f"Ready. Profile: {config.profile()}, default model: {config.default_model()}")
 
 

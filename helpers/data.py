@@ -62,6 +62,8 @@ from helpers import config
 SEED = 20250301
 SPLITS = ("train", "validation", "test")
 EXTRA_SPLITS = ("fullwiki",)
+# built by their own set-up stage after the search index (helpers.multihop: "synthetic")
+GENERATED_SPLITS = ("synthetic",)
 # (test, validation) sizes per dataset; the rest is train.
 SPLIT_SIZES = {"nq": (500, 200), "hotpotqa": (100, 50)}
 SUMMARY_FILE = "splits.json"
@@ -364,11 +366,7 @@ def load_examples(split: str = "train", data_source: str | None = None,
     `skip` keeps stages apart: the SFT teacher scripts the first N train questions, GRPO starts
     after them, so the policy is not rewarded on questions it has just imitated.
     """
-    if split not in SPLITS + EXTRA_SPLITS:
-        raise ValueError(f"split must be one of {SPLITS + EXTRA_SPLITS}, got {split!r}")
-    path = Path(data_dir or config.DATA_DIR) / f"{split}.jsonl"
-    if not path.exists():
-        raise DataNotPrepared(f"{path} not found: run `make setup` (or `python -m helpers setup`) first.")
+    path = _split_path(split, data_dir)
     examples = []
     for raw in _jsonl(path):
         if data_source is not None and raw["data_source"] != data_source:
@@ -382,10 +380,17 @@ def load_examples(split: str = "train", data_source: str | None = None,
 
 def load_rows(split: str, data_dir: str | Path | None = None) -> list[dict[str, Any]]:
     """Raw rows with metadata (gold passage ids, answer_in_corpus) for analysis."""
+    return list(_jsonl(_split_path(split, data_dir)))
+
+
+def _split_path(split: str, data_dir: str | Path | None) -> Path:
+    known = SPLITS + EXTRA_SPLITS + GENERATED_SPLITS
+    if split not in known:
+        raise ValueError(f"split must be one of {known}, got {split!r}")
     path = Path(data_dir or config.DATA_DIR) / f"{split}.jsonl"
     if not path.exists():
         raise DataNotPrepared(f"{path} not found: run `make setup` (or `python -m helpers setup`) first.")
-    return list(_jsonl(path))
+    return path
 
 
 # ---------------------------------------------------------------- download

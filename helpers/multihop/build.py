@@ -1,0 +1,254 @@
+"""The synthetic split: generate candidates from every seed passage, verify, write the rows.
+
+``prepare_synthetic()`` is a set-up stage (CPU, about a minute on the course corpus):
+
+1. seed passages in a seeded order, cut into shards; each shard's candidates are appended to
+   ``DATA_DIR/synthetic_candidates.jsonl`` as one line, so an interrupted run resumes at the
+   first shard it has not written and ends with the same file;
+2. every check of ``helpers.multihop.verify`` on every candidate; a question is kept when it
+   passes all of them, and the report counts how many each check fails and removes;
+3. ``DATA_DIR/synthetic.jsonl`` in the course's row format (``load_examples("synthetic")``),
+   ``DATA_DIR/synthetic_report.json`` with the counts.
+
+The solvers' verdicts come from ``helpers/multihop/verdicts.jsonl`` (written on a GPU by
+``python -m helpers.multihop solve``); questions without a verdict are kept and marked
+``metadata.solver_checked = false``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from helpers import config
+from helpers.multihop import verify
+from helpers.multihop.chains import Corpus, passages_from_rows
+from helpers.multihop.questions import from_seed
+
+SEED = 20251201
+VERSION = 1
+SPLIT = "synthetic"
+DATA_SOURCE = "synthetic"
+SHARD_SIZE = 2000  # seed passages per resumable shard
+CANDIDATES_FILE = "synthetic_candidates.jsonl"
+REPORT_FILE = "synthetic_report.json"
+VERDICTS_FILE = Path(__file__).resolve().parent / "verdicts.jsonl"
+LICENSE = "CC BY-SA (derived from Wikipedia text)"
+
+
+class Interrupted(RuntimeError):
+    """Raised by ``generate_candidates(stop_after=...)``: a deliberate stop between shards."""
+
+
+def load_corpus(shared: str | Path | None = None) -> Corpus:
+    from helpers.search.local import read_corpus
+
+    root = Path(shared) if shared else config.shared_dir()
+    path = root / "data" / "corpus" / "wiki.jsonl.gz"
+    if not path.exists():
+        raise FileNotFoundError(f"corpus {path} not found: set COURSE_SHARED to the offline pack")
+    return Corpus(passages_from_rows(read_corpus(path)))
+
+
+def seed_order(corpus: Corpus, seed: int) -> list[str]:
+    """Seed passage ids in a seeded order that does not depend on the corpus file's order."""
+    ids = sorted(p.id for p in corpus.passages)
+    random.Random(seed).shuffle(ids)
+    return ids
+
+
+def _read_shards(path: Path, header: dict) -> list[list[dict]]:
+    """Shards already written under the same header; a torn last line is dropped."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        if not lines or json.loads(lines[0]) != header:
+            return []
+    except json.JSONDecodeError:
+        return []
+    shards = []
+    for number, line in enumerate(lines[1:]):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        if record.get("shard") != number:
+            break
+        shards.append(record["candidates"])
+    return shards
+
+
+def generate_candidates(corpus: Corpus, path: str | Path, seed: int = SEED, shard_size: int = SHARD_SIZE,
+                        show_progress: bool = True, stop_after: int | None = None) -> list[dict]:
+    """All candidates, resuming from the shards already in `path` (same seed and corpus).
+
+    `stop_after` ends the run with ``Interrupted`` after that many new shards (tests of resume).
+    """
+    from tqdm.auto import tqdm
+
+    path = Path(path)
+    order = seed_order(corpus, seed)
+    digest = hashlib.sha1("\n".join(order).encode()).hexdigest()[:16]
+    header = {"version": VERSION, "seed": seed, "shard_size": shard_size, "passages": digest}
+    shards = _read_shards(path, header)
+    chunks = [order[i:i + shard_size] for i in range(0, len(order), shard_size)]
+    # rewrite what was kept, so a torn or foreign file cannot linger below new shards
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps(header) + "\n")
+        for number, shard in enumerate(shards):
+            handle.write(json.dumps({"shard": number, "candidates": shard}, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    bar = tqdm(total=len(order), initial=min(len(shards) * shard_size, len(order)), unit=" passages",
+               desc="multi-hop chains", disable=not show_progress, mininterval=1.0)
+    written = 0
+    with path.open("a", encoding="utf-8") as handle:
+        for number in range(len(shards), len(chunks)):
+            if stop_after is not None and written >= stop_after:
+                bar.close()
+                raise Interrupted(f"stopped after {written} shards")
+            shard = [c.to_dict() for pid in chunks[number] for c in from_seed(corpus, corpus.by_id[pid], seed)]
+            handle.write(json.dumps({"shard": number, "candidates": shard}, ensure_ascii=False) + "\n")
+            handle.flush()
+            shards.append(shard)
+            written += 1
+            bar.update(len(chunks[number]))
+    bar.close()
+    return [c for shard in shards for c in shard]
+
+
+def load_verdicts(path: str | Path = VERDICTS_FILE) -> dict[str, dict]:
+    path = Path(path)
+    if not path.exists():
+        return {}
+    verdicts = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            record = json.loads(line)
+            verdicts[record["id"]] = record
+    return verdicts
+
+
+def held_out(data_dir: Path) -> tuple[set[str], list[str]]:
+    """Gold passage ids and question texts of the validation and test splits."""
+    from helpers.data import load_rows
+
+    ids: set[str] = set()
+    questions: list[str] = []
+    for split in ("validation", "test"):
+        for row in load_rows(split, data_dir=data_dir):
+            ids.update((row.get("metadata") or {}).get("gold_passage_ids") or [])
+            questions.append(row["question"])
+    return ids, questions
+
+
+def check_all(candidates: list[dict], corpus: Corpus, index, held_ids: set[str], held_questions: list[str],
+              verdicts: dict[str, dict], show_progress: bool = True) -> list[dict[str, bool]]:
+    """Every check on every candidate (the repeat cap counts among those passing the rest)."""
+    from tqdm.auto import tqdm
+
+    texts_index = verify.TextIndex(held_questions)
+    results = []
+    for candidate in tqdm(candidates, desc="verify", unit=" questions", disable=not show_progress,
+                          mininterval=1.0):
+        texts = [corpus.by_id[pid].title + "\n" + corpus.by_id[pid].text for pid in candidate["passage_ids"]]
+        results.append({
+            "answer_in_last_not_first": verify.answer_in_last_not_first(candidate, texts),
+            "names_hidden": verify.names_hidden(candidate),
+            "needs_second_search": verify.needs_second_search(candidate, index),
+            "held_out_passages": verify.held_out_passages(candidate, held_ids),
+            "held_out_text": verify.held_out_text(candidate, texts_index),
+            "solvers": verify.solvers(candidate, verdicts),
+        })
+    passing = [c for c, r in zip(candidates, results) if all(r.values())]
+    kept = iter(verify.apply_repeats(passing))
+    for result in results:
+        result["repeats"] = next(kept) if all(result.values()) else True
+    return results
+
+
+def to_row(candidate: dict, verdicts: dict[str, dict]) -> dict[str, Any]:
+    """A verified candidate in the course's row format."""
+    return {
+        "id": candidate["id"],
+        "question": candidate["question"],
+        "answers": candidate["answers"],
+        "data_source": DATA_SOURCE,
+        "metadata": {
+            "dataset": DATA_SOURCE,
+            "kind": candidate["kind"],
+            "hops": len(candidate["chain"]),
+            "gold_passage_ids": candidate["passage_ids"],
+            "chain": candidate["chain"],
+            "descriptions": candidate["descriptions"],
+            "relation": candidate["relation"],
+            "solver_checked": candidate["id"] in verdicts,
+            "license": LICENSE,
+        },
+    }
+
+
+def summarise(candidates: list[dict], results: list[dict[str, bool]], rows: list[dict]) -> dict[str, Any]:
+    n = len(candidates)
+    by_check = {}
+    alive = [True] * n
+    for check in verify.CHECKS:
+        failed = sum(not r[check] for r in results)
+        removed = sum(1 for i, r in enumerate(results) if alive[i] and not r[check])
+        alive = [a and r[check] for a, r in zip(alive, results)]
+        by_check[check] = {"failed": failed, "failed_share": round(failed / n, 4) if n else 0.0,
+                           "removed": removed, "removed_share": round(removed / n, 4) if n else 0.0}
+    one_search = sum(not r["needs_second_search"] for r in results)
+    return {
+        "candidates": n,
+        "kept": len(rows),
+        "checks": by_check,
+        # how often one raw-question search already holds every chain passage, before the check
+        "bm25_top3_all_chain_share_of_candidates": round(one_search / n, 4) if n else 0.0,
+        "kinds": dict(Counter(r["metadata"]["kind"] for r in rows)),
+        "hops": {str(k): v for k, v in sorted(Counter(r["metadata"]["hops"] for r in rows).items())},
+        "relations": dict(Counter(r["metadata"]["relation"] for r in rows).most_common()),
+        "solver_checked": sum(r["metadata"]["solver_checked"] for r in rows),
+    }
+
+
+def _fingerprint(seed: int, verdicts_path: Path) -> dict:
+    verdicts = verdicts_path.read_bytes() if verdicts_path.exists() else b""
+    return {"version": VERSION, "seed": seed, "verdicts": hashlib.sha1(verdicts).hexdigest()[:16]}
+
+
+def prepare_synthetic(out_dir: str | Path | None = None, shared: str | Path | None = None, seed: int = SEED,
+                      force: bool = False, show_progress: bool = True, index=None,
+                      verdicts_path: str | Path = VERDICTS_FILE, corpus: Corpus | None = None) -> dict[str, Any]:
+    """Build DATA_DIR/synthetic.jsonl (idempotent; resumes an interrupted generation)."""
+    from helpers.data import _write_jsonl
+    from helpers.search.local import LocalIndex
+
+    out = Path(out_dir) if out_dir else config.DATA_DIR
+    verdicts_path = Path(verdicts_path)
+    report_path = out / REPORT_FILE
+    fingerprint = _fingerprint(seed, verdicts_path)
+    if report_path.exists() and (out / f"{SPLIT}.jsonl").exists() and not force:
+        report = json.loads(report_path.read_text())
+        if report.get("fingerprint") == fingerprint:
+            print(f"    synthetic split already built in {out}: {report['kept']} questions")
+            return report
+    held_ids, held_questions = held_out(out)
+    corpus = corpus or load_corpus(shared)
+    index = index or LocalIndex.load(out / "index")
+    candidates = generate_candidates(corpus, out / CANDIDATES_FILE, seed, show_progress=show_progress)
+    verdicts = load_verdicts(verdicts_path)
+    results = check_all(candidates, corpus, index, held_ids, held_questions, verdicts, show_progress)
+    rows = [to_row(c, verdicts) for c, r in zip(candidates, results) if all(r.values())]
+    _write_jsonl(out / f"{SPLIT}.jsonl", rows)
+    report = {"fingerprint": fingerprint, **summarise(candidates, results, rows)}
+    report_path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"    {report['kept']} of {report['candidates']} candidates kept -> {out / f'{SPLIT}.jsonl'}")
+    for check, counts in report["checks"].items():
+        print(f"    {check:26s} fails {counts['failed_share']:6.1%}  removes {counts['removed']}")
+    return report

@@ -1,0 +1,228 @@
+"""Atomic facts and short descriptions read off the lead of a Wikipedia passage, by rules.
+
+A lead paragraph names its subject and says what it is: "Robert James Belushi (born October 23,
+1980) is an American actor." From such a passage two things are taken:
+
+- the **description**, the noun phrase after "is a/an/the" ("American actor"): it is what replaces
+  the entity's name in a nameless question;
+- **facts**, (relation, value) pairs stated once and in a checkable form: a birth or death year
+  in the parentheses after the name, "founded / released / opened ... in YYYY" in the first
+  sentences, or the maker of a work in the first sentence ("directed by Alan Parker", "a play
+  by Edward Albee"). A relation the passage states twice, differently, is no fact.
+
+Only passages whose text starts with their subject are read (mid-article chunks of the corpus
+talk about something else as often as not).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# relation -> (verb phrase in a question, group of relations that compare with each other)
+RELATIONS: dict[str, tuple[str, str]] = {
+    "born": ("born", "born"),
+    "died": ("die", "died"),
+    "founded": ("founded", "founded"),
+    "established": ("established", "founded"),
+    "formed": ("formed", "founded"),
+    "incorporated": ("incorporated", "founded"),
+    "opened": ("opened", "opened"),
+    "built": ("built", "opened"),
+    "completed": ("completed", "opened"),
+    "inaugurated": ("inaugurated", "opened"),
+    "released": ("released", "released"),
+    "published": ("published", "released"),
+    "premiered": ("first shown", "released"),
+    "launched": ("launched", "released"),
+    "performed": ("first performed", "released"),
+    "held": ("held", "held"),
+    "fought": ("fought", "held"),
+}
+# relation -> question verb for facts whose value is a name (never compared by rule)
+MAKERS: dict[str, str] = {
+    "directed_by": "directed", "created_by": "created", "written_by": "wrote", "composed_by": "composed",
+    "designed_by": "designed", "founded_by": "founded", "developed_by": "developed",
+    "recorded_by": "recorded", "painted_by": "painted",
+}
+# the noun a work's description ends with -> the maker relation of "<work> by NAME"
+WORK_MAKERS = {
+    **dict.fromkeys(("album", "song", "single", "EP", "ballad"), "recorded_by"),
+    **dict.fromkeys(("novel", "book", "play", "poem", "story", "novella", "memoir", "essay", "opera",
+                     "musical", "tragedy", "comedy", "drama", "poem", "epic"), "written_by"),
+    **dict.fromkeys(("painting", "portrait"), "painted_by"),
+    **dict.fromkeys(("composition", "symphony", "concerto", "hymn", "score"), "composed_by"),
+    **dict.fromkeys(("film", "documentary", "movie"), "directed_by"),
+    **dict.fromkeys(("sculpture", "statue", "building"), "designed_by"),
+}
+LOCATED = "located_in"  # the place a lead puts its subject in ("a village in Cumbria, England")
+YEAR = r"(1[0-9]{3}|20[0-2][0-9])"
+MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December")
+_DATE_PREFIX = rf"(?:(?:{MONTHS})\s+(?:\d{{1,2}},?\s+)?|\d{{1,2}}\s+(?:{MONTHS})\s+)?"
+# "(born October 23, 1980)", "(b. 1981)", "(1866–1960)", "(12 May 1907 – 3 June 1990)", and the
+# corpus's "(June 3, 1925September 29, 2010)" whose dash was lost
+_BORN = re.compile(rf"^[^()]{{0,120}}(?:\([^()]*\)\s*)?\((?:[^()]*?;\s*)?(?:born|b\.)\s+[^()]*?{YEAR}(?!\d)[^()]*\)")
+_LIFESPAN = re.compile(rf"^[^()]{{0,120}}(?:\([^()]*\)\s*)?\((?:[^()]*?;\s*)?{_DATE_PREFIX}{YEAR}\s*[–-]?\s*{_DATE_PREFIX}{YEAR}\)")
+_EVENTS = "|".join(r for r in RELATIONS if r not in ("born", "died"))
+# "was born on 3 May 1921 in ...", "died in 1990" (first sentence, no parentheses)
+_LIFE_EVENT = re.compile(rf"\b(born|died)\s+(?:on\s+|in\s+)?{_DATE_PREFIX}{YEAR}\b")
+# first sentence: "a college established in 1950", "was founded on 3 May 1921"
+_EVENT = re.compile(rf"\b({_EVENTS})\s+(?:(?:in|at|near)\s+[A-Z][^.;()]{{0,40}}?\s+)?(?:on\s+|in\s+)?"
+                    rf"{_DATE_PREFIX}{YEAR}\b")
+# later sentences only when they keep the subject: "It was opened in 1932."
+_EVENT_LATER = re.compile(
+    rf"^(?:It|The\s+\w+|This\s+\w+)\s+(?:was|were)\s+(?:first\s+|originally\s+|officially\s+)?({_EVENTS})"
+    rf"\s+(?:on\s+|in\s+)?{_DATE_PREFIX}{YEAR}\b")
+# "a 1970 American comedy film": the year of a work stated in its description
+_LEADING_YEAR = re.compile(rf"^{YEAR}\s+(.+)$")
+_WORK = re.compile(r"\b(?:film|album|novel|song|single|book|game|series|play|musical|opera|EP|documentary|"
+                   r"sitcom|show|episode|comedy|drama|miniseries|adaptation|video)$")
+_NAME = r"([A-Z][\w'’.-]*(?:\s+(?:[A-Z][\w'’.-]*|de|van|von|da|del|di|la|le|du|bin|al)){0,4})"
+_NAME_END = r"(?=\s*[,.;:()]|\s+(?:and|in|for|with|from|on|at|which|who|that|as|starring|about)\b|\s*$)"
+_MAKER = re.compile(rf"\b(directed|created|written|composed|designed|founded|developed|recorded|painted)"
+                    rf"\s+by\s+{_NAME}{_NAME_END}")
+_WORK_BY = re.compile(rf"\b({'|'.join(WORK_MAKERS)})\s+by\s+{_NAME}{_NAME_END}")
+# "by American singer X", "by English": an adjective, not the maker
+_NOT_A_NAME = re.compile(r"^(?:The|A|An|His|Her|Their|[A-Z][a-z]+(?:an|ish|ese|ch|i))$")
+_PLACE = r"([A-Z][\w'’.-]*(?:\s+(?:[A-Z][\w'’.-]*|of|de|upon|on-the|del|la)){0,4})"
+_PLACE_AFTER = re.compile(r"\b(?:(?:located|situated|based|headquartered|lies|sits)\s+in|"
+                          r"(?:village|town|city|municipality|commune|suburb|neighbou?rhood|county|district|parish|"
+                          r"hamlet|community|island|river|lake|mountain|stadium|arena|airport|station|church|"
+                          r"cathedral|park|museum|school|university|college|hospital|bridge|castle|mall|"
+                          r"prison)\s+(?:located\s+)?in)\s+(?:the\s+)?"
+                          + _PLACE + r"(?:,\s+" + _PLACE + r")?")
+_NOT_A_PLACE = re.compile(r"^(?:Northern|Southern|Eastern|Western|Central|North|South|East|West|The|A|An)$")
+DANGLING = frozenset("and or but north south east west given than as".split())
+REGIONS = frozenset("city state country region province capital metropolis territory nation island "
+                    "continent county borough municipality commune district".split())
+VAGUE = frozenset({"branch", "genus", "species", "term", "type", "form", "part", "list", "series",
+                   "name", "word", "number", "group", "set", "kind", "method", "process", "concept", "era",
+                   "member", "seat", "one", "period", "area", "character"})
+_DESCRIPTION = re.compile(
+    r"^(?:[^.;]|(?<=\b[A-Z])\.|(?<=\b(?:St|Jr|Sr|Dr|Mr|Co|vs))\.){0,160}?\b(?:is|was|are|were)\s+(an?|the)\s+(.{3,80}?)"
+    r"(?=\s+(?:who|which|that|from|in|on|by|of|for|based|located|known|with|directed|"
+    r"written|starring|created|best|born|held|composed|produced|developed|published|released|"
+    r"situated|originally|headquartered|where|whose|at|to|between|near|first|set|consisting|owned|operated|performed|"
+    r"recorded|designed|made|" + "|".join(RELATIONS) + r")\b|\s*[.,;:(]|\s*$)")
+_PARENTHESES = re.compile(r"\s*\([^()]*\)")
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9\)\"'])\.\s+(?=[A-Z\"])")
+MAX_DESCRIPTION_WORDS = 6
+LEAD_SENTENCES = 2
+
+
+@dataclass(frozen=True)
+class Lead:
+    """What one lead passage says about its subject."""
+
+    passage_id: str
+    title: str
+    description: str | None
+    facts: dict[str, str] = field(default_factory=dict)  # relation -> year
+
+
+def clean_title(title: str) -> str:
+    """'Three Tall Women (play)' -> 'Three Tall Women': the name as running text writes it."""
+    return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
+
+
+def lead_text(title: str, text: str) -> str:
+    """The text with the title the wiki-18 chunks repeat at their start removed."""
+    text = text.strip()
+    if title and text.startswith(title + " ") and text[len(title) + 1:].lstrip().startswith(clean_title(title).split(" ")[0]):
+        return text[len(title):].strip()
+    return text
+
+
+def is_lead(title: str, text: str) -> bool:
+    """Whether the passage opens with its subject (first word of the title within the first words)."""
+    name = clean_title(title)
+    if not name:
+        return False
+    first = name.split()[0].lower()
+    opening = text[: len(name) + 40].lower()
+    return first in opening.split(" ")[:6] or opening.startswith(name.lower())
+
+
+def sentences(text: str, count: int) -> list[str]:
+    return _SENTENCE_END.split(text, maxsplit=count)[:count]
+
+
+def description(text: str) -> str | None:
+    """The noun phrase after 'is a/an/the' in the first sentence, or None."""
+    first = sentences(text, 1)[0] if text else ""
+    for _ in range(2):  # pronunciations, dates and other names, nested at most once
+        first = _PARENTHESES.sub("", first)
+    match = _DESCRIPTION.match(first)
+    if not match:
+        return None
+    phrase = " ".join(match.group(2).replace('"', "").split())
+    if len(phrase.split()) > MAX_DESCRIPTION_WORDS and " and " in phrase:
+        phrase = phrase.split(" and ")[0]  # "a city and the county town of ...": the first half
+    words = phrase.split()
+    if not words or len(words) > MAX_DESCRIPTION_WORDS or not words[-1][:1].islower():
+        return None  # a proper name at the end ("a film by Sam Raimi") is not a description
+    last = words[-1].lower()
+    if last in DANGLING or (last.endswith("ed") and len(last) > 4):
+        return None  # cut in the middle of a clause: "a material claimed", "a lead single and"
+    return phrase
+
+
+def facts(text: str) -> dict[str, str]:
+    """(relation -> year) stated once, unambiguously, in the lead sentences."""
+    found: dict[str, set[str]] = {}
+    if match := _BORN.match(text):
+        found.setdefault("born", set()).add(match.group(1))
+    elif match := _LIFESPAN.match(text):
+        found.setdefault("born", set()).add(match.group(1))
+        found.setdefault("died", set()).add(match.group(2))
+    lead = sentences(text, LEAD_SENTENCES)
+    for relation, year in _LIFE_EVENT.findall(lead[0] if lead else ""):
+        found.setdefault(relation, set()).add(year)
+    for relation, year in _EVENT.findall(lead[0] if lead else ""):
+        found.setdefault(relation, set()).add(year)
+    for sentence in lead[1:]:
+        for relation, year in _EVENT_LATER.findall(sentence):
+            found.setdefault(relation, set()).add(year)
+        if sentence.startswith(("It ", "The ")):
+            for verb, name in _MAKER.findall(sentence):
+                found.setdefault(f"{verb}_by", set()).add(_trim_name(name))
+    first = lead[0] if lead else ""
+    for verb, name in _MAKER.findall(first):
+        found.setdefault(f"{verb}_by", set()).add(_trim_name(name))
+    for work, name in _WORK_BY.findall(first):
+        found.setdefault(WORK_MAKERS[work], set()).add(_trim_name(name))
+    if (place := _PLACE_AFTER.search(first)) and not _NOT_A_PLACE.match(place.group(1)):
+        where = place.group(1) + (f", {place.group(2)}" if place.group(2) else "")
+        found.setdefault(LOCATED, set()).add(_trim_name(where))
+    return {relation: next(iter(values)) for relation, values in found.items()
+            if len(values) == 1 and not _NOT_A_NAME.match(next(iter(values)))}
+
+
+def _trim_name(name: str) -> str:
+    """'Chris Kennedy.' -> 'Chris Kennedy' (a sentence's full stop), but 'John Smith Jr.' stays."""
+    last = name.split()[-1]
+    return name[:-1] if name.endswith(".") and len(last) > 3 else name
+
+
+def read_lead(passage_id: str, title: str, text: str) -> Lead | None:
+    """The description and facts of a lead passage; None for a passage that is not a lead.
+
+    A work's year in its description ("a 1970 American comedy film") becomes its release fact
+    and leaves the description, which then no longer gives the answer away.
+    """
+    body = lead_text(title, text)
+    if not is_lead(title, body):
+        return None
+    phrase, known = description(body), facts(body)
+    if phrase and (dated := _LEADING_YEAR.match(phrase)):
+        year, phrase = dated.group(1), dated.group(2)
+        if _WORK.search(phrase):
+            if known.get("released", year) == year:
+                known["released"] = year
+            else:
+                known.pop("released")
+    if phrase and phrase.lower() in VAGUE:
+        phrase = None
+    if LOCATED in known and (not phrase or phrase.split()[-1].lower() in REGIONS):
+        del known[LOCATED]  # "the U.S. state ... is located where?" has a guessable answer
+    return Lead(passage_id, title, phrase, known)

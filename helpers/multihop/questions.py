@@ -1,0 +1,238 @@
+"""Nameless questions from chains, by rules: each hidden entity is named by its description.
+
+Two kinds, both answerable only by following the chain:
+
+- **bridge**: a fact about the last entity, which is named only through the chain
+  ("In what year was the American sitcom mentioned in the Wikipedia passage about Robert
+  Belushi first shown?"): search A, read which sitcom it names, search that, read the year;
+- **comparison**: the same relation for A and for B, compared by rule ("Who was born first:
+  Robert Belushi or the American actor mentioned in his passage?"); the answer is a name.
+
+A description names an entity only if it is unique among the entities the passage links, so
+the chain has one reading. Phrasings rotate through a few templates chosen by a seeded draw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import asdict, dataclass, field
+
+from helpers.multihop.chains import Corpus, Passage
+from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
+
+KINDS = ("bridge", "comparison")
+MAX_HOPS = 3
+PER_SEED = 4  # linked entities a seed passage leads to at most
+RELATIONS_PER_LINK = 2  # bridge questions through one link, each about a different fact
+
+BRIDGE_TEMPLATES = {
+    "born": ("In what year was {e} born?", "What is the birth year of {e}?"),
+    "died": ("In what year did {e} die?", "What is the year of death of {e}?"),
+    "event": ("In what year was {e} {v}?", "When was {e} {v}? Give the year."),
+}
+PLACE_TEMPLATES = ("Where is {e} located?", "In which place is {e}?")
+MAKER_TEMPLATES = ("Who {v} {e}?", "Which person or group {v} {e}?")
+# two hidden entities of one passage: "the American actor or the English director mentioned in ..."
+PAIR_TEMPLATES = {
+    "born": ("Who was born first: {b} or {c}?", "Of {b} and {c}, who was born earlier?"),
+    "died": ("Who died first: {b} or {c}?", "Of {b} and {c}, who died earlier?"),
+    "event": ("Which was {v} first: {b} or {c}?", "Of {b} and {c}, which was {v} earlier?"),
+}
+PAIRS_PER_SEED = 2
+COMPARISON_TEMPLATES = {
+    "born": ("Who was born first: {a} or {e}?", "Of {a} and {e}, who was born earlier?"),
+    "died": ("Who died first: {a} or {e}?", "Of {a} and {e}, who died earlier?"),
+    "event": ("Which was {v} first: {a} or {e}?", "Of {a} and {e}, which was {v} earlier?"),
+}
+
+
+@dataclass
+class Candidate:
+    """A question before verification, with everything the checks need."""
+
+    id: str
+    kind: str
+    question: str
+    answers: list[str]
+    chain: list[str]  # entity titles, seed first
+    passage_ids: list[str]  # one passage per entity, in chain order
+    descriptions: list[str]  # how each hidden entity (chain[1:]) is named
+    relation: str
+    years: list[str] = field(default_factory=list)  # comparison: the year of each compared entity
+    compared: list[int] = field(default_factory=list)  # comparison: their positions in the chain
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def article(phrase: str) -> str:
+    return ("an " if phrase[:1].lower() in "aeiou" else "a ") + phrase
+
+
+def candidate_id(kind: str, passage_ids: list[str], relation: str, answer: str) -> str:
+    """Stable id of a question: its chain and fact, not its phrasing."""
+    key = "|".join([kind, *passage_ids, relation, answer])
+    return "mh-" + hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+SEED_PLACE = ("the Wikipedia passage about", "a Wikipedia passage about")  # A has one passage / several
+
+
+def entity_phrase(seed_title: str, descriptions: list[str], where: str = SEED_PLACE[0]) -> str:
+    """'the novel mentioned in the passage about the American writer mentioned in ... about A'."""
+    phrase = clean_title(seed_title)
+    for i, desc in enumerate(descriptions):
+        phrase = f"the {desc} mentioned in {where if i == 0 else 'the passage about'} {phrase}"
+    return phrase
+
+
+def _bridge_template(relation: str, rng: random.Random) -> str:
+    if relation == LOCATED:
+        return rng.choice(PLACE_TEMPLATES)
+    if relation in MAKERS:
+        return rng.choice(MAKER_TEMPLATES).replace("{v}", MAKERS[relation])
+    group = relation if relation in ("born", "died") else "event"
+    return rng.choice(BRIDGE_TEMPLATES[group]).replace("{v}", RELATIONS[relation][0])
+
+
+def _described_links(corpus: Corpus, passage: Passage) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for mention in corpus.mentions(passage):
+        lead = corpus.lead(mention.title)
+        if lead is not None and lead.description:
+            found[mention.title] = lead.description
+    return found
+
+
+def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
+    """title -> description for the linked entities whose description no other link shares,
+    in this passage or in another passage with the same title (the question cannot tell them apart)."""
+    found = _described_links(corpus, passage)
+    elsewhere: dict[str, set[str]] = {}
+    for sibling in corpus.by_title.get(passage.title, []):
+        if sibling.id != passage.id:
+            for title, desc in _described_links(corpus, sibling).items():
+                elsewhere.setdefault(desc.lower(), set()).add(title)
+    counts: dict[str, int] = {}
+    for desc in found.values():
+        counts[desc.lower()] = counts.get(desc.lower(), 0) + 1
+    return {title: desc for title, desc in found.items()
+            if counts[desc.lower()] == 1 and elsewhere.get(desc.lower(), {title}) == {title}}
+
+
+def _next_hop(corpus: Corpus, passage: Passage, used: list[str], rng: random.Random,
+              need_fact: bool) -> tuple[str, str] | None:
+    options = [(t, d) for t, d in unique_descriptions(corpus, passage).items()
+               if all(_distinct(t, u) for u in used) and (not need_fact or corpus.lead(t).facts)]
+    return rng.choice(sorted(options)) if options else None
+
+
+def _distinct(a: str, b: str) -> bool:
+    from helpers.multihop.chains import distinct
+
+    return distinct(a, b)
+
+
+def comparable(seed_facts: dict[str, str], facts: dict[str, str]) -> list[tuple[str, str]]:
+    """(seed relation, relation) pairs of year facts in one group whose years differ."""
+    return [(s, r) for s in sorted(seed_facts) if s in RELATIONS for r in sorted(facts) if r in RELATIONS
+            and RELATIONS[r][1] == RELATIONS[s][1] and facts[r] != seed_facts[s]]
+
+
+def bridge(seed_passage: Passage, chain: list[str], descriptions: list[str], passages: list[Passage],
+           facts: dict[str, str], rng: random.Random, where: str = SEED_PLACE[0]) -> Candidate:
+    """A fact about the chain's last entity, which the question names only through the chain."""
+    relation = rng.choice(sorted(facts))
+    question = _bridge_template(relation, rng).format(e=entity_phrase(seed_passage.title, descriptions, where))
+    answers = answer_forms(relation, facts[relation])
+    ids = [p.id for p in passages]
+    return Candidate(candidate_id("bridge", ids, relation, answers[0]), "bridge",
+                     question[0].upper() + question[1:], answers, list(chain), ids, list(descriptions), relation)
+
+
+def answer_forms(relation: str, value: str) -> list[str]:
+    """'Cumbria, England' -> ['Cumbria', 'Cumbria, England']: a place with or without its region."""
+    if relation == LOCATED and ", " in value:
+        return [value.split(", ")[0], value]
+    return [value]
+
+
+def from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
+    """Candidates whose chain starts at one passage; a pure function of (passage, seed).
+
+    Through each of up to ``PER_SEED`` linked entities B: a bridge question about B, a
+    comparison of A and B where both state a year of one kind, and a 3-hop bridge where B's
+    passage links on to a C with a fact.
+    """
+    rng = random.Random(f"{seed}-{seed_passage.id}")
+    if not clean_title(seed_passage.title):
+        return []
+    where = SEED_PLACE[len(corpus.by_title.get(seed_passage.title, [])) > 1]
+    options = sorted((t, d) for t, d in unique_descriptions(corpus, seed_passage).items()
+                     if corpus.lead(t).facts)
+    rng.shuffle(options)
+    seed_lead = corpus.lead(seed_passage.title)
+    seed_facts = seed_lead.facts if seed_lead and seed_lead.passage_id == seed_passage.id else {}
+    out: list[Candidate] = []
+    for title, desc in options[:PER_SEED]:
+        lead = corpus.lead(title)
+        passages = [seed_passage, corpus.by_id[lead.passage_id]]
+        for relation in rng.sample(sorted(lead.facts), min(RELATIONS_PER_LINK, len(lead.facts))):
+            out.append(bridge(seed_passage, [seed_passage.title, title], [desc], passages,
+                              {relation: lead.facts[relation]}, rng, where))
+        pairs = comparable(seed_facts, lead.facts)
+        if pairs:
+            out.append(_comparison(seed_passage, seed_facts, title, desc, lead, rng.choice(pairs), rng, where))
+        hop = _next_hop(corpus, passages[-1], [seed_passage.title, title], rng, need_fact=True)
+        if hop is not None and MAX_HOPS > 2:
+            last = corpus.lead(hop[0])
+            out.append(bridge(seed_passage, [seed_passage.title, title, hop[0]], [desc, hop[1]],
+                              passages + [corpus.by_id[last.passage_id]], last.facts, rng, where))
+    out.extend(pair_comparisons(corpus, seed_passage, options, rng, where))
+    return out
+
+
+def pair_comparisons(corpus: Corpus, seed_passage: Passage, options: list[tuple[str, str]],
+                     rng: random.Random, where: str = SEED_PLACE[0]) -> list[Candidate]:
+    """Two entities the seed passage names (by description), compared on a year both passages state:
+    three searches, the seed's and one for each of them."""
+    pairs = []
+    for i, (b, desc_b) in enumerate(options):
+        for c, desc_c in options[i + 1:]:
+            if _distinct(b, c):
+                for relations in comparable(corpus.lead(b).facts, corpus.lead(c).facts):
+                    pairs.append((b, desc_b, c, desc_c, relations))
+    out = []
+    for b, desc_b, c, desc_c, (rel_b, rel_c) in rng.sample(pairs, min(PAIRS_PER_SEED, len(pairs))):
+        lead_b, lead_c = corpus.lead(b), corpus.lead(c)
+        year_b, year_c = lead_b.facts[rel_b], lead_c.facts[rel_c]
+        group = RELATIONS[rel_b][1]
+        key = group if group in ("born", "died") else "event"
+        template = rng.choice(PAIR_TEMPLATES[key])
+        question = template.format(b=f"the {desc_b}", v=RELATIONS[group][0],
+                                   c=f"the {desc_c} mentioned in {where} {clean_title(seed_passage.title)}")
+        question = question[0].upper() + question[1:]
+        winner = b if int(year_b) < int(year_c) else c
+        names = [clean_title(winner)] + ([winner] if clean_title(winner) != winner else [])
+        ids = [seed_passage.id, lead_b.passage_id, lead_c.passage_id]
+        out.append(Candidate(candidate_id("comparison", ids, rel_b, names[0]), "comparison", question, names,
+                             [seed_passage.title, b, c], ids, [desc_b, desc_c], rel_b,
+                             years=[year_b, year_c], compared=[1, 2]))
+    return out
+
+
+def _comparison(seed_passage: Passage, seed_facts: dict, title: str, desc: str, lead, pair: tuple[str, str],
+                rng: random.Random, where: str = SEED_PLACE[0]) -> Candidate:
+    seed_relation, relation = pair
+    group = RELATIONS[relation][1]
+    key = relation if relation in ("born", "died") else "event"
+    template = rng.choice(COMPARISON_TEMPLATES[key])
+    a, b = seed_facts[seed_relation], lead.facts[relation]
+    winner = seed_passage.title if int(a) < int(b) else title
+    names = [clean_title(winner)] + ([winner] if clean_title(winner) != winner else [])
+    question = template.format(a=clean_title(seed_passage.title), e=entity_phrase(seed_passage.title, [desc], where),
+                               v=RELATIONS[group][0])
+    ids = [seed_passage.id, lead.passage_id]
+    return Candidate(candidate_id("comparison", ids, relation, names[0]), "comparison", question, names,
+                     [seed_passage.title, title], ids, [desc], relation, years=[a, b], compared=[0, 1])

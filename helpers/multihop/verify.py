@@ -1,0 +1,129 @@
+"""Checks that a question needs its chain; each returns True when the question passes.
+
+In the order the split applies them (``CHECKS``):
+
+- ``answer_in_last_not_first``: a bridge's answer occurs in the last passage of the chain and
+  in no earlier one; for a comparison, each compared entity's year is in its own passage, the
+  years differ, and the seed passage states no hidden entity's year, so no passage alone decides;
+- ``names_hidden``: the question names no hidden entity (B, C) and, for a bridge, not the answer;
+- ``needs_second_search``: a BM25 top-3 on the raw question does not already hold every chain
+  passage (otherwise one search is all the question asks for);
+- ``held_out_passages``: no chain passage is a gold passage of a validation or test question;
+- ``held_out_text``: the question does not repeat or paraphrase a validation or test question
+  (content-word overlap below ``TEXT_OVERLAP``);
+- ``solvers``: the verdict of the two independent solvers, where one was recorded
+  (see ``helpers.multihop.solvers``): right with all chain passages, wrong with the first only;
+- ``repeats``: the same last entity ends at most ``MAX_PER_ENTITY`` kept questions (at most
+  ``MAX_PER_FACT`` about one of its facts), and no question text repeats, so one popular
+  entity does not fill the split.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from helpers.multihop.facts import clean_title
+from helpers.search.quality import normalize
+
+CHECKS = ("answer_in_last_not_first", "names_hidden", "needs_second_search", "held_out_passages",
+          "held_out_text", "solvers", "repeats")
+TEXT_OVERLAP = 0.6  # Jaccard of content words at which two questions count as one
+MAX_PER_ENTITY = 6
+MAX_PER_FACT = 3
+BM25_TOP_K = 3
+_STOP = frozenset(("what which who when where year was were is are did does the of in on a an to and "
+                   "for by with from mentioned wikipedia passage about give first earlier").split())
+
+
+def contains(haystack: str, needle: str) -> bool:
+    """Normalised, whole-word containment (the way the reward compares answers)."""
+    needle = normalize(needle)
+    return bool(needle) and f" {needle} " in f" {normalize(haystack)} "
+
+
+def answer_in_last_not_first(candidate: dict, texts: list[str]) -> bool:
+    """`texts`: the chain's passage texts (title line included), in chain order."""
+    if candidate["kind"] == "comparison":
+        years, where = candidate["years"], candidate["compared"]
+        if len(set(years)) != len(years):
+            return False
+        own = all(contains(texts[i], year) for i, year in zip(where, years))
+        # the seed passage must not state a hidden entity's year, or it alone would decide
+        return own and not any(contains(texts[0], year) for i, year in zip(where, years) if i > 0)
+    answer = candidate["answers"][0]
+    return contains(texts[-1], answer) and not any(contains(text, answer) for text in texts[:-1])
+
+
+def names_hidden(candidate: dict) -> bool:
+    question = candidate["question"]
+    if any(contains(question, clean_title(title)) for title in candidate["chain"][1:]):
+        return False
+    if candidate["kind"] == "comparison":
+        return not any(contains(question, year) for year in candidate["years"])
+    return not any(contains(question, answer) for answer in candidate["answers"])
+
+
+def needs_second_search(candidate: dict, index, k: int = BM25_TOP_K) -> bool:
+    """False when one raw-question search already returns every chain passage."""
+    found = {p.id for p in index.search(candidate["question"], k=k)}
+    return not set(candidate["passage_ids"]) <= found
+
+
+def held_out_passages(candidate: dict, held_out_ids: set[str]) -> bool:
+    return not (set(candidate["passage_ids"]) & held_out_ids)
+
+
+def content_words(text: str) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"\w+", normalize(text)) if w not in _STOP)
+
+
+class TextIndex:
+    """Held-out questions by content word, for a quick near-duplicate test."""
+
+    def __init__(self, questions: Iterable[str]):
+        self.sets = [content_words(q) for q in questions]
+        self.by_word: dict[str, list[int]] = {}
+        for i, words in enumerate(self.sets):
+            for word in words:
+                self.by_word.setdefault(word, []).append(i)
+
+    def closest(self, question: str) -> float:
+        """The highest Jaccard overlap with any held-out question (0 when none shares a word)."""
+        words = content_words(question)
+        best = 0.0
+        for i in {i for w in words for i in self.by_word.get(w, ())}:
+            other = self.sets[i]
+            best = max(best, len(words & other) / len(words | other))
+        return best
+
+
+def held_out_text(candidate: dict, held_out: TextIndex, threshold: float = TEXT_OVERLAP) -> bool:
+    return held_out.closest(candidate["question"]) < threshold
+
+
+def solvers(candidate: dict, verdicts: dict[str, dict]) -> bool:
+    """A recorded verdict decides; a question no solver has seen passes (and is marked unchecked)."""
+    verdict = verdicts.get(candidate["id"])
+    return verdict is None or bool(verdict["pass"])
+
+
+def apply_repeats(candidates: list[dict], max_per_entity: int = MAX_PER_ENTITY,
+                  max_per_fact: int = MAX_PER_FACT) -> list[bool]:
+    """For each candidate in order: kept under the caps per last entity and per (entity, fact),
+    and not a repeat of an earlier question's text."""
+    counts: dict[object, int] = {}
+    texts: set[str] = set()
+    keep = []
+    for candidate in candidates:
+        entity = candidate["chain"][-1]
+        fact = (entity, candidate["relation"])
+        text = normalize(candidate["question"])
+        ok = (counts.get(entity, 0) < max_per_entity and counts.get(fact, 0) < max_per_fact
+              and text not in texts)
+        if ok:
+            counts[entity] = counts.get(entity, 0) + 1
+            counts[fact] = counts.get(fact, 0) + 1
+            texts.add(text)
+        keep.append(ok)
+    return keep
