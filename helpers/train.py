@@ -31,6 +31,8 @@ from tqdm.auto import tqdm
 
 from helpers import config as course_config
 from helpers.data import load_examples
+from helpers.multihop.build import SPLIT as SYNTHETIC_SPLIT
+from helpers.multihop.mix import batch_with_share
 from helpers.engine import connect
 from helpers.reward import RewardFn, assign_advantages, make_reward, score
 from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
@@ -319,6 +321,8 @@ class TrainConfig:
     data_source: str | None = None
     # equal share of every data_source per batch: HotpotQA is 13 % of train, and a second search pays there
     balance_sources: bool = False
+    # share of each batch drawn from the synthetic multi-hop split (questions that need a second search)
+    synthetic_share: float = 0.0
     limit: int | None = None  # use only the first N questions of the split (tiny runs)
     skip: int = 0  # leave out the first N questions of the split (the ones SFT scripted)
     init_from: str | None = None  # an SFT checkpoint (save_state path) to start from
@@ -622,6 +626,17 @@ def _search_stats(search_client) -> dict[str, float]:
     return values
 
 
+def step_questions(session: "TrainingSession", step: int) -> list:
+    """The questions of `step`: the split's order, with the synthetic share (if any) mixed in."""
+    config = session.config
+
+    def order(examples, step, size, seed):
+        return batch_for_step(examples, step, size, seed, config.balance_sources)
+
+    return batch_with_share(session.examples, session.synthetic, step, config.questions_per_batch,
+                            config.seed, config.synthetic_share, order=order)
+
+
 # --------------------------------------------------------------------------- the loop
 
 
@@ -639,6 +654,7 @@ class TrainingSession:
     start_step: int = 0
     history: list[dict] = field(default_factory=list)
     optimised: bool = False  # an optim_step ran (or was restored), so save_state holds optimiser state
+    synthetic: list = field(default_factory=list)  # the synthetic split, when config.synthetic_share > 0
 
 
 def open_session(config: TrainConfig, service=None, search_client=None, examples=None) -> TrainingSession:
@@ -672,6 +688,8 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
     run.write_json("config.json", {"train": dataclasses.asdict(config), "model": model})
     session = TrainingSession(config, service, training_client, tokenizer, search_client, list(examples), run, start_step)
     session.optimised = bool(last and last.get("has_optimizer", True))
+    if config.synthetic_share > 0:
+        session.synthetic = load_examples(SYNTHETIC_SPLIT)
     return session
 
 
@@ -750,8 +768,7 @@ def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
                                                           config.max_minutes * 60):
             stopped_for_time = True
             break
-        batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed,
-                               config.balance_sources)
+        batch = step_questions(session, step)
         metrics, _ = train_step(
             session.training_client, session.tokenizer, session.search_client, batch, config, step, adam,
             reward_fn=reward_fn, observers=observers, extra=extra_questions(session.examples, step, config),

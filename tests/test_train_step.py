@@ -183,3 +183,26 @@ def test_reward_options_and_dynamic_sampling_come_from_the_command_line():
     assert reward.config.lambda_tool == 0.3 and reward.config.seed == 2
     with pytest.raises(SystemExit):
         parser.parse_args(["--reward-options", "lambda_tool"])
+
+
+def _session(config, examples, synthetic=()):
+    return TrainingSession(config, None, None, None, None, list(examples), None, synthetic=list(synthetic))
+
+
+def test_synthetic_share_mixes_that_many_synthetic_questions_into_every_step():
+    def example(i, source):
+        return SearchExample(id=f"{source}-{i}", question=f"q{i}", answers=["a"], data_source=source)
+
+    real = [example(i, "nq") for i in range(20)]
+    synthetic = [example(i, "synthetic") for i in range(10)]
+    plain = TrainConfig(questions_per_batch=8, seed=3)
+    # share 0 leaves the split's own order untouched
+    assert train_module.step_questions(_session(plain, real, synthetic), 2) == train_module.batch_for_step(real, 2, 8, 3)
+    mixed = TrainConfig(questions_per_batch=8, seed=3, synthetic_share=0.25)
+    batches = [train_module.step_questions(_session(mixed, real, synthetic), step) for step in range(5)]
+    assert all(sum(e.data_source == "synthetic" for e in batch) == 2 for batch in batches)
+    assert all(len(batch) == 8 for batch in batches)
+    # a resumed run draws the same questions
+    assert batches[4] == train_module.step_questions(_session(mixed, real, synthetic), 4)
+    # every synthetic question is met within one pass over the synthetic pool
+    assert {e.id for batch in batches for e in batch if e.data_source == "synthetic"} == {e.id for e in synthetic}
