@@ -45,14 +45,20 @@ _H200_BUDGETS = dict(max_search_calls=3, max_assistant_turns=4, max_assistant_to
 _CPU_BUDGETS = dict(max_search_calls=1, max_assistant_turns=2, max_assistant_tokens=24,
                     max_tool_response_tokens=400, max_trajectory_tokens=2048)
 
+# The scripted teacher of the recorded run (results/h200_search): HotpotQA bridge searches also after a
+# hit, answered from the first evidence, and first queries rewritten as keywords where they retrieve more
+# gold (benchmarks/sft_teacher.py measures what each lever demonstrates)
+SEARCH_TEACHER = dict(decompose=1.0, rewrite_first_query="gain")
+
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # One H200, bf16: ~2 min SFT, GRPO sized by --max-minutes (about 20-40 steps), eval on 600 test questions.
     "h200": {
         "common": {"model": "qwen2.5-0.5b", "lora_rank": 16},
-        # results/h200_balanced's recipe; results/h200 had second_query="top_title", repeat 1, GRPO lr 1e-4, no balance
+        # results/h200_search's recipe (run A); results/h200_balanced had no SEARCH_TEACHER, results/h200 also
+        # second_query="top_title", repeat 1, GRPO lr 1e-4, no balance
         "sft": dict(limit=800, epochs=2, batch_size=16, learning_rate=2e-4, micro_batch_datums=16,
                     micro_batch_tokens=32768, max_tool_response_tokens=768, second_query="reachable",
-                    repeat_two_search=4),
+                    repeat_two_search=4, **SEARCH_TEACHER),
         # skip=800: GRPO's questions are the train questions SFT did not script; half of each batch HotpotQA
         "grpo": dict(max_steps=200, questions_per_batch=16, group_size=8, learning_rate=5e-5, save_every=5, skip=800,
                      balance_sources=True, temperature=1.0, micro_batch_datums=32, micro_batch_tokens=65536,
@@ -72,12 +78,12 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 
-# h200 with the search levers: a teacher that decomposes HotpotQA questions and rewrites first queries
-# where keywords retrieve more gold (benchmarks/sft_teacher.py measures what each teaches), and GRPO
-# on exact match plus a small reward for retrieving gold passages (helpers.evidence)
-SEARCH_TEACHER = dict(decompose=1.0, rewrite_first_query="gain")
-PRESETS["h200_search"] = {**PRESETS["h200"], "sft": {**PRESETS["h200"]["sft"], **SEARCH_TEACHER},
-                          "grpo": {**PRESETS["h200"]["grpo"], "reward": "evidence"}}
+# h200 with the levers that keep a second search (results/h200_search, run C): GRPO on exact match plus a
+# small reward for retrieving gold passages (helpers.evidence), dynamic sampling, and a quarter of each
+# batch from the synthetic multi-hop split, whose questions need a second search
+PRESETS["h200_search"] = {**PRESETS["h200"], "grpo": {
+    **PRESETS["h200"]["grpo"], "reward": "evidence", "dynamic_sampling": True, "dynamic_sampling_rounds": 3,
+    "synthetic_share": 0.25}}
 
 EVALS = (  # label, mode, which checkpoint
     ("base_closed_book", "closed_book", None),
