@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from helpers.search.http import clean_query
+from helpers.search.http import clean_query, valid_unicode
 
 SEARCH_TOOL: dict[str, Any] = {
     "type": "function",
@@ -235,15 +235,6 @@ def _blocks(text: str) -> tuple[int, int] | None | str:
     return start, end
 
 
-def _encodable(text: str) -> bool:
-    """False when ``text`` holds a lone surrogate (from a JSON escape such as ``"\\ud83d"``)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def parse_assistant(text: str, family: Family | None = None) -> ParsedAssistant:
     """One assistant turn -> ``tool`` / ``answer`` / ``invalid``. Never raises; linear time.
 
@@ -252,7 +243,7 @@ def parse_assistant(text: str, family: Family | None = None) -> ParsedAssistant:
     and elsewhere in the turn they become U+FFFD, so every later writer can encode the turn.
     """
     text = text if isinstance(text, str) else str(text)
-    if not _encodable(text):
+    if not valid_unicode(text):
         text = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
     stripped = text.strip()
     found = _blocks(text)
@@ -279,7 +270,7 @@ def parse_assistant(text: str, family: Family | None = None) -> ParsedAssistant:
         query, error = _query_from_json(body)
     if query is None:
         return ParsedAssistant("invalid", stripped, error=error)
-    if not _encodable(query):
+    if not valid_unicode(query):
         return ParsedAssistant("invalid", stripped, error="query holds a lone surrogate (not valid Unicode)")
     query = clean_query(query)
     if not query:

@@ -220,3 +220,11 @@ def test_a_zero_width_query_is_empty_and_sends_nothing(query):
         client = wiki(svc)
         result = client.search(query)
     assert not result.ok and result.error == "empty query" and svc.requests == []
+
+
+def test_a_query_with_a_lone_surrogate_is_refused_before_sending():
+    with FakeService() as svc:
+        client = wiki(svc)
+        result = client.search("\ud83d x")
+    assert not result.ok and "lone surrogate" in result.error and "bad response" not in result.error
+    assert svc.requests == []

@@ -229,3 +229,9 @@ def test_stalled_connections_hold_a_bounded_number_of_threads_and_are_closed(ind
     assert threads_while_stalled <= 4 + 2
     assert {status_of(a) for a in answers} <= {408, 503} and any(status_of(a) == 408 for a in answers)
     assert status == 200 and body["result"][0]
+
+
+def test_a_query_that_is_not_valid_unicode_gets_422(index):
+    with RetrievalServer(index) as server:
+        status, body = post(server.url, {"queries": ["paris", "\ud83d tower"]})
+    assert status == 422 and "lone surrogate" in body["detail"]

@@ -173,6 +173,16 @@ def clean_query(query: Any) -> str:
     return _EDGE_BLANKS.sub("", str(query))
 
 
+def valid_unicode(text: str) -> bool:
+    """False when ``text`` cannot be encoded as UTF-8: it holds a lone surrogate (e.g. from a JSON
+    escape such as ``"\\ud83d"``), which no writer, URL or tokenizer can take."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 # -- one HTTP exchange ------------------------------------------------------------------------
 
 
@@ -472,8 +482,10 @@ class OnlineSearchClient:
         attempt = 0
         deadline: Deadline | None = None
         query = clean_query(query)
-        if not query:
-            result = self._fail(started, "empty query")
+        problem = "empty query" if not query else None if valid_unicode(query) else (
+            "query is not valid Unicode (it holds a lone surrogate); nothing was sent")
+        if problem:
+            result = self._fail(started, problem)
             self.stats.record(result)
             return result
         while True:

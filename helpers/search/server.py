@@ -33,6 +33,8 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
+from helpers.search.http import valid_unicode
+
 MAX_QUERIES = 512
 MAX_TOPK = 100
 MAX_BODY = 1 << 20
@@ -156,7 +158,7 @@ def _validate(request, default_topk: int = 3) -> str | None:
         return "'queries' must be a list of strings"
     if len(queries) > MAX_QUERIES:
         return f"at most {MAX_QUERIES} queries per request"
-    if any(not q.isascii() and _unencodable(q) for q in queries):
+    if not all(valid_unicode(q) for q in queries):
         return "a query holds text that is not valid Unicode (a lone surrogate)"
     topk = request.get("topk")
     if topk is not None and (not isinstance(topk, int) or isinstance(topk, bool) or not 1 <= topk <= MAX_TOPK):
@@ -164,14 +166,6 @@ def _validate(request, default_topk: int = 3) -> str | None:
     if len(queries) * (topk or default_topk) > MAX_DOCUMENTS:
         return f"at most {MAX_DOCUMENTS} documents (queries x topk) per request"
     return None
-
-
-def _unencodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 class _PooledHTTPServer(HTTPServer):
