@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from helpers.train import _result, add_config_arguments, config_from_args
+from helpers.runs import add_config_arguments, config_from_args
+from helpers.runs import result as _result
 
 MODES = ("agent", "closed_book", "rag")
 
