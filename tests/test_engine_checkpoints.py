@@ -160,3 +160,22 @@ def test_a_dropped_training_client_gives_its_adapter_back(service, prompt):
     out = samplers[0].sample(prompt=trio.ModelInput.from_ints(prompt), num_samples=1,
                              sampling_params=trio.SamplingParams(max_tokens=3, seed=0)).result()
     assert len(out.sequences[0].tokens) >= 1  # samplers of dropped clients still work
+
+
+def test_a_resume_skips_a_damaged_newest_checkpoint(service, prompt, tmp_path):
+    from helpers.runs import RunDir, materialise_checkpoint, resume_checkpoint
+
+    tc = service.create_lora_training_client(MODEL, seed=0, **LAYOUT)
+    run = RunDir(tmp_path / "run")
+    for step in (1, 2):
+        tc.forward_backward([datum(prompt)]).result()
+        tc.optim_step(trio.AdamParams(learning_rate=1e-3)).result()
+        saved = tc.save_state(f"resume-{step}").result()
+        run.record_checkpoint(step, materialise_checkpoint(saved.path, run.path / "checkpoints" / f"step{step:05d}"),
+                              has_optimizer=True)
+    newest = run.path / "checkpoints" / "step00002" / ADAPTER_FILE
+    newest.write_bytes(newest.read_bytes()[:100])  # the disk filled up during the last save
+    fresh = service.create_lora_training_client(MODEL, **LAYOUT)
+    with pytest.warns(RuntimeWarning, match="step 2 cannot be used .*adapter.safetensors"):
+        row = resume_checkpoint(run, lambda path, row: fresh.load_state_with_optimizer(path).result())
+    assert row["step"] == 1 and row["path"] == str(run.path / "checkpoints" / "step00001")
