@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from helpers.evidence import evidence_fields
-from helpers.runs import add_config_arguments, config_from_args
+from helpers.runs import add_config_arguments, config_from_args, write_jsonl
 from helpers.runs import result as _result
 
 MODES = ("agent", "closed_book", "rag")
@@ -233,12 +233,8 @@ def evaluate(
 
 
 def write_rows(path: str | Path, rows: Sequence[dict]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-    tmp.replace(path)
-    return path
+    """The evaluation's rows as JSONL, replaced atomically; no row's text can make it fail."""
+    return write_jsonl(path, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict]:

@@ -254,6 +254,8 @@ def export_adapter(policy_path: str, target: Path) -> Path:
     import torch
     from safetensors.torch import load_file, save_file
 
+    from helpers.engine.training import file_sha256
+
     source = Path(policy_path)
     if str(policy_path).startswith("local://"):
         from helpers.engine.local import resolve_path
@@ -265,6 +267,7 @@ def export_adapter(policy_path: str, target: Path) -> Path:
     meta = json.loads((source / "meta.json").read_text())
     meta["has_optimizer"] = False
     meta["exported_dtype"] = "bfloat16"
+    meta["sha256"] = {"adapter.safetensors": file_sha256(target / "adapter.safetensors")}
     (target / "meta.json").write_text(json.dumps(meta, indent=1))
     size = (target / "adapter.safetensors").stat().st_size
     if size > ADAPTER_LIMIT_BYTES:

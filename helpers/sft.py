@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 import pytrio
 
-from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint
+from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint, write_jsonl
 from helpers.runs import result as _result
 from helpers.train import MAX_TRAIN_CONTEXT_TOKENS, TrainingDatum, pack_micro_batches, padded_tokens
 
@@ -584,12 +584,10 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
                                           config.seed)
     if not demos:
         raise RuntimeError("the scripted teacher found no answer in the evidence for any question; is the index built?")
-    with (run.path / "demonstrations.jsonl").open("w") as handle:
-        for demo in demos:
-            handle.write(json.dumps({"id": demo.example.id, "data_source": demo.example.data_source,
-                                     "queries": demo.queries, "answer": demo.answer,
-                                     "answer_search": demo.answer_search, "rewritten": demo.rewritten,
-                                     "decomposed": demo.decomposed}) + "\n")
+    write_jsonl(run.path / "demonstrations.jsonl", [
+        {"id": demo.example.id, "data_source": demo.example.data_source, "queries": demo.queries, "answer": demo.answer,
+         "answer_search": demo.answer_search, "rewritten": demo.rewritten, "decomposed": demo.decomposed}
+        for demo in demos])
     datums = sft_datums(lambda messages: build_sft_datum(tokenizer, messages), demos, config.repeat_two_search)
     adam = pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
     rng = random.Random(config.seed)

@@ -36,7 +36,8 @@ from helpers.multihop.mix import batch_with_share
 from helpers.engine import connect
 from helpers.reward import RewardFn, assign_advantages, make_reward, score
 from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
-from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint, result
+from helpers.runs import (RunDir, add_config_arguments, config_from_args, materialise_checkpoint, result,
+                          resume_checkpoint)
 from helpers.search import create_search_client
 
 MAX_TRAIN_CONTEXT_TOKENS = 8192
@@ -666,12 +667,15 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
         base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
     )
     start_step = 0
-    last = run.last_checkpoint() if config.resume else None
-    if last is not None:
-        if last.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
-            result(training_client.load_state_with_optimizer(last["path"]))
+
+    def load(path: str, row: dict) -> None:
+        if row.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
+            result(training_client.load_state_with_optimizer(path))
         else:  # saved before any optim_step (every group degenerate so far): weights only
-            result(training_client.load_state(last["path"]))
+            result(training_client.load_state(path))
+
+    last = resume_checkpoint(run, load) if config.resume else None  # newest that loads
+    if last is not None:
         start_step = int(last["step"])
     elif config.init_from:
         result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
@@ -699,9 +703,7 @@ def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) ->
     response = result(session.training_client.save_state(name))
     path = materialise_checkpoint(str(getattr(response, "path", response)),
                                   session.run.path / "checkpoints" / f"step{steps_done:05d}")
-    session.run.append_jsonl(session.run.checkpoints, {
-        "step": steps_done, "path": path, "time": time.time(), "has_optimizer": session.optimised,
-    })
+    session.run.record_checkpoint(steps_done, path, time=time.time(), has_optimizer=session.optimised)
     _prune_checkpoints(session.run, keep)
     return path
 
@@ -710,7 +712,7 @@ def _prune_checkpoints(run: RunDir, keep: int) -> None:
     folder = run.path / "checkpoints"
     if not folder.is_dir() or keep < 1:
         return
-    wanted = {str(Path(row["path"]).resolve()) for row in run.read_jsonl(run.checkpoints)[-keep:]}
+    wanted = {str(Path(row["path"]).resolve()) for row in run.checkpoint_rows()[-keep:]}
     for child in folder.iterdir():
         if child.is_dir() and str(child.resolve()) not in wanted:
             shutil.rmtree(child, ignore_errors=True)
