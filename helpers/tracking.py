@@ -291,7 +291,9 @@ class Tracker:
         wall = metrics.get("wall_time")
         self._put(("scalars", scalars(metrics), int(step), float(wall) if isinstance(wall, (int, float)) else None))
 
-    __call__ = log  # so a tracker can stand wherever an `on_step(metrics)` callback goes
+    def __call__(self, metrics: Mapping[str, Any], config: Any = None) -> None:
+        """A training-step observer: `observer(metrics, config)` after every step."""
+        self.log(metrics)
 
     def log_config(self, config: Any) -> None:
         if self.active:
