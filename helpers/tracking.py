@@ -76,6 +76,12 @@ def tracking_dir() -> Path:
     return Path(os.environ.get("COURSE_TRACKING_DIR", course_config.PROJECT_ROOT / "runs" / "tracking"))
 
 
+def run_name(out: str | Path) -> str:
+    """A run's name in the tracker: the last two parts of its folder ('h200/grpo')."""
+    parts = Path(out).resolve().parts
+    return "/".join(parts[-2:]) if len(parts) >= 2 else (parts[-1] if parts else "run")
+
+
 # --------------------------------------------------------------------------- what a tracker receives
 
 
