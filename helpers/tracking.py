@@ -269,6 +269,7 @@ class Tracker:
         self.backend = backend
         self.error: str | None = None
         self.dropped = 0
+        self._warned = False
         self._secrets = list(secrets)
         self._steps = 0
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
@@ -291,11 +292,19 @@ class Tracker:
         """One step's metrics (the row written to JSONL)."""
         if not self.active:
             return
-        if step is None:
-            step = int(metrics["step"]) if isinstance(metrics.get("step"), (int, float)) else self._steps
+        try:
+            if step is None:
+                step = int(metrics["step"]) if isinstance(metrics.get("step"), (int, float)) else self._steps
+            wall = metrics.get("wall_time")
+            item = ("scalars", scalars(metrics), int(step), float(wall) if isinstance(wall, (int, float)) else None)
+        except Exception as error:  # an odd row must not stop the step that produced it
+            if not self._warned:
+                self._warned = True
+                print(f"tracking: a metrics row could not be read ({type(error).__name__}: {error}); "
+                      "skipped, its JSONL line is intact", flush=True)
+            return
         self._steps += 1
-        wall = metrics.get("wall_time")
-        self._put(("scalars", scalars(metrics), int(step), float(wall) if isinstance(wall, (int, float)) else None))
+        self._put(item)
 
     def __call__(self, metrics: Mapping[str, Any], config: Any = None) -> None:
         """A training-step observer: `observer(metrics, config)` after every step."""
@@ -366,10 +375,13 @@ class Tracker:
         try:
             method(*args)
         except Exception as error:  # a tracker must never take the run down with it
-            if self.error is None:
-                self.error = redact(f"{type(error).__name__}: {error}", self._secrets)
-                print(f"tracking: {self.kind} failed ({what}: {self.error}); "
-                      "the run goes on with JSONL only", flush=True)
+            self._fail(what, error)
+
+    def _fail(self, what: str, error: Exception) -> None:
+        if self.error is None:
+            self.error = redact(f"{type(error).__name__}: {error}", self._secrets)
+            print(f"tracking: {self.kind} failed ({what}: {self.error}); "
+                  "the run goes on with JSONL only", flush=True)
 
 
 def open_tracker(kind: str | None, run_name: str, config: Any = None, *, logdir: str | Path | None = None,

@@ -324,3 +324,21 @@ def test_the_committed_gpu_runs_export_with_every_headline_curve(tmp_path):
         points = events.Scalars(f"headline/{tag}")
         assert [e.step for e in points] == [r["step"] for r in rows]
         assert all(math.isclose(e.value, r[key], rel_tol=1e-6, abs_tol=1e-12) for e, r in zip(points, rows))
+
+
+def test_an_odd_metrics_row_is_skipped_and_the_tracker_goes_on(capsys):
+    backend = Stalled()
+    backend.release.set()
+    tracker = tracking.Tracker("tensorboard", backend)
+    tracker.log({"step": "not a number", "reward_mean": 0.1})  # falls back to a counter: step 0
+    tracker.log({"reward_mean": 0.2}, step=object())  # int(object()) fails: skipped
+    tracker(ROWS[1], config=None)  # the observer call of a training step
+    tracker.close()
+    assert backend.steps == [0, 1] and tracker.active
+    out = capsys.readouterr().out
+    assert out.count("could not be read") == 1
+
+
+def test_run_names_are_the_last_two_folders(tmp_path):
+    assert tracking.run_name(tmp_path / "h200" / "grpo") == "h200/grpo"
+    assert tracking.run_name("runs/efficiency/gated") == "efficiency/gated"
