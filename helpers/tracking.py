@@ -24,6 +24,7 @@ committed JSONL, nothing re-run) into event files and opens TensorBoard on them.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import html
 import json
@@ -277,6 +278,7 @@ class Tracker:
         if backend is not None:
             self._thread = threading.Thread(target=self._work, name=f"tracker-{kind}", daemon=True)
             self._thread.start()
+            atexit.register(self.close)  # a run that dies half-way still leaves its curves
 
     @property
     def active(self) -> bool:
@@ -329,6 +331,7 @@ class Tracker:
         if self._thread is None:
             return
         thread, self._thread = self._thread, None
+        atexit.unregister(self.close)
         try:
             self._queue.put(("close",), timeout=timeout)
         except queue.Full:

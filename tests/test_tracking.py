@@ -342,3 +342,19 @@ def test_an_odd_metrics_row_is_skipped_and_the_tracker_goes_on(capsys):
 def test_run_names_are_the_last_two_folders(tmp_path):
     assert tracking.run_name(tmp_path / "h200" / "grpo") == "h200/grpo"
     assert tracking.run_name("runs/efficiency/gated") == "efficiency/gated"
+
+
+def test_a_run_that_exits_without_closing_still_leaves_its_curves(tmp_path):
+    pytest.importorskip("tensorboard")
+    import subprocess
+
+    script = (
+        "import sys; from helpers.tracking import open_tracker\n"
+        f"tracker = open_tracker('tensorboard', 'exp/grpo', logdir={str(tmp_path)!r})\n"
+        "for step in range(3):\n"
+        "    tracker.log({'step': step, 'reward_mean': step / 4})\n"
+        "sys.exit(0)  # no close()\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=Path(tracking.__file__).parent.parent)
+    events = read_tensorboard(tmp_path / "exp" / "grpo")
+    assert [(e.step, e.value) for e in events.Scalars("reward_mean")] == [(0, 0.0), (1, 0.25), (2, 0.5)]
