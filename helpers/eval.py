@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from helpers.tracking import DEFAULT_TRACKER, evaluation_run_name, log_evaluation, open_tracker
 from helpers.train import _result, add_config_arguments, config_from_args
 
 MODES = ("agent", "closed_book", "rag")
@@ -58,6 +59,7 @@ class EvalConfig:
     seed: int = 0
     batch_size: int = 64
     output: str | None = None  # JSONL path
+    tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': the summary table sent there too
 
     def rollout_config(self):
         from helpers.rollout import RolloutConfig
@@ -187,6 +189,8 @@ def evaluate(
     if config.mode != "agent" and config.model_path is not None:
         raise ValueError("closed_book and rag are baselines of the base model; leave model_path empty")
     model = config.model or course_config.default_model()
+    tracker = open_tracker(config.tracker, evaluation_run_name(config.output, config.resolved_label()),
+                           {"eval": dataclasses.asdict(config), "model": model})
     if sampling_client is None:
         from helpers.engine import connect
 
@@ -226,6 +230,9 @@ def evaluate(
         write_rows(config.output, rows)
         meta = {"eval": dataclasses.asdict(config), "model": model, "questions": len(rows), "seconds": seconds}
         Path(config.output).with_suffix(".config.json").write_text(json.dumps(meta, indent=2))
+    if tracker.active:
+        log_evaluation(tracker, rows)
+    tracker.close()
     return rows
 
 

@@ -28,10 +28,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from helpers.analyse import (compare, first_last_quarter, first_search_hits, format_comparison, format_table, plot_eval,
+from helpers.analyse import (ALL, compare, first_last_quarter, first_search_hits, format_comparison, format_table, plot_eval,
                              plot_training, read_jsonl, second_search_table, summarise)
 from helpers.eval import EvalConfig, evaluate
 from helpers.sft import SFTConfig, run_sft
+from helpers.tracking import TRACKERS, open_tracker
 from helpers.train import RunDir, TrainConfig, _field_type, train
 
 STAGES = ("sft", "grpo", "eval", "report")
@@ -334,6 +335,8 @@ def stage_report(plan: Plan) -> Path:
                        format_comparison(compare(evals["sft"], evals["sft_grpo"], ("sft", "sft_grpo")), ("sft", "sft_grpo")), ""]
         tables += second_search_section(evals, plan.eval.search_backend)
         (out / "tables.md").write_text("\n".join(tables) + "\n")
+        with open_tracker(plan.eval.tracker, f"{out.name}/report", {"eval": dataclasses.asdict(plan.eval)}) as tracker:
+            tracker.log_table("eval/all", {label: summary[ALL] for label, summary in summaries.items()})
         lines += tables + ["![strict EM](eval_em_strict.png)", ""]
         (out / "summary_eval.json").write_text(json.dumps(summaries, indent=2))
     policy = grpo_policy_path(plan) if (grpo_dir / "checkpoints.jsonl").exists() else None
@@ -369,9 +372,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--eval-reserve-min", type=float, default=6.0)
     parser.add_argument("--only", default=None, help="eval stage: comma list of evaluations to run (default all)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
+    parser.add_argument("--tracker", default=None, choices=TRACKERS,
+                        help="mirror SFT, GRPO and evaluation metrics to a tracker (= --set <stage>.tracker=...)")
     args = parser.parse_args(argv)
     out = args.out or f"results/{args.preset}"
-    plan = make_plan(args.preset, out, args.work, args.overrides)
+    tracked = [f"{stage}.tracker={args.tracker}" for stage in ("sft", "grpo", "eval")] if args.tracker else []
+    plan = make_plan(args.preset, out, args.work, [*tracked, *args.overrides])
     plan.out.mkdir(parents=True, exist_ok=True)
     with (plan.out / "commands.txt").open("a") as handle:
         handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  python -m helpers.experiment {' '.join(argv)}\n")

@@ -495,6 +495,22 @@ def eval_table(summary: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]
     return [{"data_source": group, **dict(values)} for group, values in summary.items()]
 
 
+def log_evaluation(tracker: Tracker, rows: Sequence[Mapping[str, Any]], step: int = 0) -> None:
+    """An evaluation's summary: its overall numbers as `eval/<name>` scalars, and the table."""
+    from helpers.analyse import ALL, summarise
+
+    summary = summarise(rows)
+    tracker.log({"step": step, **{f"eval/{key}": value for key, value in summary[ALL].items()}})
+    tracker.log_table("eval/summary", eval_table(summary), step)
+
+
+def evaluation_run_name(output: str | Path | None, label: str) -> str:
+    """'h200/eval/sft' for results/h200/eval/sft.jsonl; 'eval/<label>' when nothing is written."""
+    if not output:
+        return f"eval/{label}"
+    return "/".join(Path(output).resolve().with_suffix("").parts[-3:])
+
+
 def launch_tensorboard(logdir: str | Path, port: int = 6006, host: str = "localhost") -> subprocess.Popen:
     """Start TensorBoard on `logdir` in the background; its address is printed."""
     try:

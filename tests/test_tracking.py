@@ -358,3 +358,38 @@ def test_a_run_that_exits_without_closing_still_leaves_its_curves(tmp_path):
     subprocess.run([sys.executable, "-c", script], check=True, cwd=Path(tracking.__file__).parent.parent)
     events = read_tensorboard(tmp_path / "exp" / "grpo")
     assert [(e.step, e.value) for e in events.Scalars("reward_mean")] == [(0, 0.0), (1, 0.25), (2, 0.5)]
+
+
+# --------------------------------------------------------------------------- the switch in each entry point
+
+
+def test_every_entry_point_refuses_an_unknown_tracker_before_any_work(tmp_path):
+    from helpers.eval import EvalConfig, evaluate
+    from helpers.sft import SFTConfig, run_sft
+
+    with pytest.raises(ValueError, match="unknown tracker"):
+        run_sft(SFTConfig(tracker="tensorbord", resume=False, out=str(tmp_path / "sft")), service=object())
+    with pytest.raises(ValueError, match="unknown tracker"):
+        evaluate(EvalConfig(tracker="wandb"), sampling_client=object(), examples=[])
+
+
+def test_an_evaluation_sends_its_summary_table(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    from types import SimpleNamespace
+
+    from helpers.eval import EvalConfig, evaluate
+
+    monkeypatch.setenv("COURSE_TRACKING_DIR", str(tmp_path / "board"))
+    rows = [{"id": "1", "data_source": "nq", "exact_match": True, "lenient_match": True, "valid_format": True,
+             "reward": 1.0, "search_calls": 2},
+            {"id": "2", "data_source": "nq", "exact_match": False, "lenient_match": False, "valid_format": True,
+             "reward": 0.0, "search_calls": 1}]
+    monkeypatch.setattr("helpers.eval._single_turn_batch", lambda *args: [dict(r) for r in rows])
+    output = tmp_path / "exp" / "eval" / "rag.jsonl"
+    evaluate(EvalConfig(mode="rag", tracker="tensorboard", output=str(output)),
+             sampling_client=SimpleNamespace(get_tokenizer=lambda: None), search_client=object(),
+             examples=[SimpleNamespace(id=r["id"]) for r in rows])
+    events = read_tensorboard(tmp_path / "board" / "exp" / "eval" / "rag")
+    assert [e.value for e in events.Scalars("eval/em_strict")] == [0.5]
+    assert [e.value for e in events.Scalars("eval/multi_search_share")] == [0.5]
+    assert "| nq | 2 | 0.5 |" in tensorboard_text(events, "eval/summary")
