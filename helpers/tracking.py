@@ -66,6 +66,7 @@ NOT_SCALARS = frozenset({"step", "wall_time"})  # the x axis and the clock, not 
 # whole name parts, so `api_key` and `ZHIHU_SEARCH_KEYS` count and `max_assistant_tokens` does not
 _SECRET_PARTS = frozenset({"key", "keys", "apikey", "token", "secret", "secrets", "password", "passwd"})
 MASK = "***"
+MIN_SECRET_CHARS = 8
 
 
 def is_secret_name(name: str) -> bool:
@@ -113,9 +114,9 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
 
         environ.update({k: v for k, v in dotenv_values(dotenv).items() if v})
     found = []
-    for name, value in environ.items():
-        if value and len(value) >= 4 and is_secret_name(name):
-            found += [part for part in re.split(r"[,\s]+", value) if len(part) >= 4]
+    for name, value in environ.items():  # short values ('1', 'true') are flags, not keys
+        if value and is_secret_name(name):
+            found += [part for part in re.split(r"[,\s]+", value) if len(part) >= MIN_SECRET_CHARS]
     return sorted(set(found), key=len, reverse=True)
 
 
@@ -179,7 +180,7 @@ class TensorBoardBackend:
 
     name = "tensorboard"
 
-    def __init__(self, logdir: str | Path, run_name: str, mode: str | None = None) -> None:
+    def __init__(self, logdir: str | Path, run_name: str, mode: str | None = None) -> None:  # mode: SwanLab's only
         from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
 
         self.path = Path(logdir) / run_name
