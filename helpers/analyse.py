@@ -8,9 +8,10 @@ Two exact-match numbers are always reported:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+from helpers.runs import read_jsonl
 
 ALL = "all"
 
@@ -27,14 +28,6 @@ COLUMNS = [
     ("sampled_tokens_mean", "gen. tokens", "{:.0f}"),
     ("trajectory_tokens_mean", "traj. tokens", "{:.0f}"),
 ]
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    rows = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            rows.append(json.loads(line))
-    return rows
 
 
 def _mean(values: Sequence[float]) -> float:

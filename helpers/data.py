@@ -80,6 +80,8 @@ class SearchExample:
     question: str
     answers: list[str]
     data_source: str
+    # The data row's metadata (e.g. "gold_passage_ids"): for rewards and analysis, never a prompt.
+    metadata: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass
@@ -371,8 +373,8 @@ def load_examples(split: str = "train", data_source: str | None = None,
     for raw in _jsonl(path):
         if data_source is not None and raw["data_source"] != data_source:
             continue
-        examples.append(SearchExample(id=raw["id"], question=raw["question"],
-                                      answers=list(raw["answers"]), data_source=raw["data_source"]))
+        examples.append(SearchExample(id=raw["id"], question=raw["question"], answers=list(raw["answers"]),
+                                      data_source=raw["data_source"], metadata=dict(raw.get("metadata") or {})))
         if limit is not None and len(examples) >= skip + limit:
             break
     return examples[skip:]

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from helpers.runs import add_config_arguments, config_from_args
+from helpers.runs import result as _result
 from helpers.tracking import DEFAULT_TRACKER, evaluation_run_name, log_evaluation, open_tracker
-from helpers.train import _result, add_config_arguments, config_from_args
 
 MODES = ("agent", "closed_book", "rag")
 

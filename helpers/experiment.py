@@ -32,8 +32,9 @@ from helpers.analyse import (ALL, compare, first_last_quarter, first_search_hits
                              plot_training, read_jsonl, second_search_table, summarise)
 from helpers.eval import EvalConfig, evaluate
 from helpers.sft import SFTConfig, run_sft
+from helpers.runs import RunDir, field_type, parse_value
 from helpers.tracking import TRACKERS, open_tracker
-from helpers.train import RunDir, TrainConfig, _field_type, train
+from helpers.train import TrainConfig, train
 
 STAGES = ("sft", "grpo", "eval", "report")
 ADAPTER_LIMIT_BYTES = 20 * 1024 * 1024
@@ -96,9 +97,14 @@ def _coerce(cls, name: str, text: str):
         raise SystemExit(f"--set: {cls.__name__} has no field {name!r}; fields: {sorted(fields)}")
     if text.lower() in {"none", "null"}:
         return None
-    kind = _field_type(fields[name])
+    kind = field_type(fields[name])
     if kind is bool:
         return text.lower() in {"1", "true", "yes", "on"}
+    if kind is dict:
+        value = parse_value(text)
+        if not isinstance(value, dict):
+            raise SystemExit(f"--set: {cls.__name__}.{name} takes a JSON object, got {text!r}")
+        return value
     return kind(text)
 
 

@@ -27,6 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from helpers.rollout import stitch
+from helpers.runs import result
+from helpers.train import build_datum, output_logprobs
+
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 
 
@@ -143,48 +147,16 @@ def mismatch_stats(
 def sampled_positions(trajectory: Any) -> list[int]:
     """Indices, in the shifted target array of a multi-turn Datum, of the tokens the sampler drew.
 
-    The Datum is built as in the seed: full = prompt_0 + completion_0 + (new observation) +
-    completion_1 + ...; targets = full[1:]. Token k of `full` is target k - 1.
+    The Datum is the stitched trajectory shifted once (`helpers.rollout.stitch`): token k of the
+    full sequence is target k - 1.
     """
-    positions: list[int] = []
-    full: list[int] = []
-    for index, turn in enumerate(trajectory.turns):
-        prompt = list(turn.prompt_tokens)
-        if index > 0 and prompt[: len(full)] != full:
-            raise ValueError(
-                f"turn {index + 1}'s prompt does not continue the trajectory so far: the turns "
-                "are not one continuous token sequence, so sampler logprobs cannot be aligned"
-            )
-        full = prompt + list(turn.completion_tokens)
-        positions.extend(range(len(prompt) - 1, len(full) - 1))
-    return positions
+    return [k - 1 for k, sampled in enumerate(stitch(trajectory).sampled) if sampled]
 
 
 def sampler_logprobs_of(trajectory: Any) -> list[float]:
     """The sampler's logprobs of every generated token, turn after turn."""
-    out: list[float] = []
-    for turn in trajectory.turns:
-        if len(turn.logprobs) != len(turn.completion_tokens):
-            raise ValueError("a turn has a different number of tokens and logprobs")
-        out.extend(float(x) for x in turn.logprobs)
-    return out
-
-
-def output_logprobs(output: Any, index: int) -> np.ndarray | None:
-    """Trainer logprobs of datum `index` from a forward / forward_backward result (None if absent)."""
-    if hasattr(output, "result") and callable(output.result):
-        output = output.result()
-    outputs = getattr(output, "loss_fn_outputs", None)
-    if outputs is None and isinstance(output, dict):
-        outputs = output.get("loss_fn_outputs")
-    if not outputs or index >= len(outputs):
-        return None
-    item = outputs[index]
-    value = item.get("logprobs") if isinstance(item, dict) else getattr(item, "logprobs", None)
-    if value is None:
-        return None
-    array = value.to_numpy() if hasattr(value, "to_numpy") else np.asarray(value)
-    return np.asarray(array, dtype=np.float64).reshape(-1)
+    stitched = stitch(trajectory)
+    return [logprob for logprob, sampled in zip(stitched.logprobs, stitched.sampled) if sampled]
 
 
 def trajectory_pairs(
@@ -219,17 +191,14 @@ def measure_step(
     Call it before optim_step, with the weights the sampler used. Returns the stats and the
     aligned (trainer, sampler) logprob arrays.
     """
-    from helpers.train import build_datum
-
     usable = [t for t in trajectories if t.turns and any(x.completion_tokens for x in t.turns)]
     datums = [build_datum(t).datum for t in usable]
     if not datums:
         return mismatch_stats([], [], band=band, step=step), np.zeros(0), np.zeros(0)
-    result = training_client.forward(datums, "cross_entropy")
-    result = result.result() if hasattr(result, "result") and callable(result.result) else result
+    output = result(training_client.forward(datums, "cross_entropy"))
     trainer = []
     for index in range(len(datums)):
-        values = output_logprobs(result, index)
+        values = output_logprobs(output, index)
         if values is None:
             raise RuntimeError(
                 "the training client's forward() returned no per-datum 'logprobs' in "
@@ -360,6 +329,30 @@ class MismatchHistory:
         ax[1].set_title("token ratio pi_train / mu_infer")
         ax[1].legend()
         return ax
+
+
+class MismatchObserver:
+    """A training-step observer: the mismatch of every step, measured before its update.
+
+    `before_update` scores the step's trajectories with the trainer (one `forward`, the weights
+    the sampler used) and returns the step's `mismatch/...` metrics; `history` keeps them, with a
+    sample of the log-ratios, for plots.
+    """
+
+    KEYS = ("tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "max_abs_log_ratio", "share_outside_band")
+
+    def __init__(self, history: MismatchHistory | None = None, band: float = 0.2) -> None:
+        self.history = history if history is not None else MismatchHistory()
+        self.band = band
+
+    def before_update(self, context: Any) -> dict[str, float]:
+        stats, new, old = measure_step(context.training_client, context.trajectories, step=context.step,
+                                       band=self.band)
+        if new.size:
+            self.history.add(context.step, new, old, band=self.band)
+        metrics = {f"mismatch/{key}": getattr(stats, key) for key in self.KEYS}
+        metrics.update({f"mismatch/ratio_{key}": value for key, value in stats.ratio_quantiles.items()})
+        return metrics
 
 
 # ---------------------------------------------------------------- widget and exercises (notebook 13)

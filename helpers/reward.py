@@ -5,14 +5,24 @@
    -0.1   no single ``Answer:`` line, or the final turn still holds tool-call markup
 
 Nothing is given for searching: the reward sees only the end of the trajectory.
+
+Also here, because every stage that asks "is this the answer?" must ask it the same way:
+`matching_answer` / `contains_answer` (a gold answer inside a text); the reward functions a GRPO
+step can use (`GroupRewards`, `register_reward`, `make_reward`, `exact_match_reward`); `score`,
+which checks the answers of a step's groups and rewards them; and `assign_advantages`, the
+group-relative advantage with its exact-zero rule for groups without signal.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import math
 import re
 import unicodedata
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 FORMAT_PENALTY = -0.1
 ARTICLE_PATTERN = re.compile(r"\b(a|an|the)\b")
@@ -55,3 +65,176 @@ def score_answer(text: str, references: Iterable[str]) -> RewardResult:
     # An answer that normalises to nothing ("the", "...") matches nothing.
     exact = bool(normalized) and any(normalized == normalize_answer(ref) for ref in references)
     return RewardResult(float(exact), True, exact, answer)
+
+
+def matching_answer(text: str, answers: Iterable[str]) -> str | None:
+    """The first gold answer that occurs in `text` on word boundaries, both normalised as above.
+
+    The one matcher for "is the answer in there?": the data preparation (is an answer in the
+    corpus?), retrieval quality (answer@k), the SFT teacher (is it in the evidence?) and lenient
+    evaluation (is it anywhere in the final text?) all ask it this way.
+    """
+    haystack = f" {normalize_answer(text or '')} "
+    for answer in answers:
+        gold = normalize_answer(answer)
+        if gold and f" {gold} " in haystack:
+            return answer
+    return None
+
+
+def contains_answer(text: str, answers: Iterable[str]) -> bool:
+    """Some gold answer occurs in `text` (normalised, whole words): see `matching_answer`."""
+    return matching_answer(text, answers) is not None
+
+
+# --------------------------------------------------------------------------- reward functions
+
+
+@dataclass
+class GroupRewards:
+    """What a reward function returns for one group: a reward per trajectory, in group order, and
+    optional named terms (one value per trajectory) that the step logs as their mean."""
+
+    rewards: list[float]
+    components: dict[str, list[float]] = field(default_factory=dict)
+
+
+RewardFn = Callable[[Any], GroupRewards]  # Group -> GroupRewards
+
+_REGISTRY: dict[str, Callable[..., RewardFn]] = {}
+# Modules that register rewards when imported; looked up the first time a name is not known yet,
+# so `TrainConfig(reward="gated")` works without importing helpers.efficiency by hand.
+REWARD_MODULES: tuple[str, ...] = ("helpers.efficiency.rewards",)
+
+
+def register_reward(name: str, factory: Callable[..., RewardFn]) -> None:
+    """Make `factory(**options) -> reward function` available as `name` (TrainConfig.reward, CLI)."""
+    if not name or not isinstance(name, str):
+        raise ValueError(f"a reward needs a non-empty name, got {name!r}")
+    _REGISTRY[name] = factory
+
+
+def reward_names() -> list[str]:
+    """Every registered reward name (after importing the modules that register rewards)."""
+    _import_reward_modules()
+    return sorted(_REGISTRY)
+
+
+def _import_reward_modules() -> None:
+    for module in REWARD_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:  # a module listed before it exists in this checkout
+            if exc.name != module:
+                raise
+
+
+def make_reward(name: str, **options: Any) -> RewardFn:
+    """The reward function registered as `name`, built with `options` (its factory's keywords)."""
+    if name not in _REGISTRY:
+        _import_reward_modules()
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown reward {name!r}; registered rewards: {sorted(_REGISTRY)}")
+    factory = _REGISTRY[name]
+    try:
+        inspect.signature(factory).bind(**options)
+    except TypeError as exc:
+        raise ValueError(f"reward {name!r} does not take the options {sorted(options)}: {exc}") from None
+    return factory(**options)
+
+
+def check_answer(trajectory: Any) -> RewardResult:
+    """The answer check of one finished trajectory, written onto it (answer, valid_format, exact_match).
+
+    A trajectory that did not end on an answer turn (it ended on a search call, an invalid turn or
+    a budget) has no valid final answer, whatever its last text says.
+    """
+    result = score_answer(trajectory.final_text, trajectory.example.answers)
+    if trajectory.end_reason != "answer":
+        result = RewardResult(FORMAT_PENALTY, False, False, result.answer)
+    trajectory.answer = result.answer
+    trajectory.valid_format = result.valid_format
+    trajectory.exact_match = result.exact_match
+    return result
+
+
+def outcome_reward(valid_format: bool, exact_match: bool) -> float:
+    """Search-R1's outcome reward from the two facts: 1 right, 0 wrong, FORMAT_PENALTY no answer."""
+    if not valid_format:
+        return FORMAT_PENALTY
+    return 1.0 if exact_match else 0.0
+
+
+def exact_match_reward(group: Any) -> GroupRewards:
+    """The default reward: exact match of the final answer (1 / 0 / FORMAT_PENALTY)."""
+    return GroupRewards([outcome_reward(t.valid_format, t.exact_match) for t in group.trajectories])
+
+
+register_reward("exact_match", lambda: exact_match_reward)
+
+
+def score(groups: Sequence[Any], reward_fn: RewardFn = exact_match_reward) -> dict[str, float]:
+    """Check every answer, then reward each group with `reward_fn`; returns the components' means.
+
+    Writes `answer`, `valid_format`, `exact_match` (facts a reward may read) and `reward` on every
+    trajectory. A reward function with a `prepare(groups)` method gets all groups first (to batch
+    work such as sampling reference lengths). Each component becomes one metric: its mean over
+    every trajectory of the step.
+    """
+    groups = list(groups)
+    for group in groups:
+        for trajectory in group.trajectories:
+            check_answer(trajectory)
+    prepare = getattr(reward_fn, "prepare", None)
+    if callable(prepare):
+        prepare(groups)
+    sums: dict[str, float] = {}
+    count = 0
+    for group in groups:
+        result = reward_fn(group)
+        n = len(group.trajectories)
+        if not isinstance(result, GroupRewards) or len(result.rewards) != n:
+            raise ValueError(
+                f"a reward function must return GroupRewards with one reward per trajectory "
+                f"({n} here), got {result!r:.200}"
+            )
+        for trajectory, value in zip(group.trajectories, result.rewards):
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"reward {value} for question {group.index} is not a finite number")
+            trajectory.reward = value
+        for name, values in result.components.items():
+            if len(values) != n:
+                raise ValueError(f"reward component {name!r} has {len(values)} values for {n} trajectories")
+            sums[name] = sums.get(name, 0.0) + float(sum(values))
+        count += n
+    return {name: total / count for name, total in sums.items()} if count else {}
+
+
+# --------------------------------------------------------------------------- group advantages
+
+EQUAL_REWARDS = 1e-12  # rewards closer than this count as equal: their group carries no signal
+
+
+def group_advantages(rewards: Sequence[float]) -> list[float]:
+    """reward - mean reward of the group, and exactly 0.0 for all when every reward is equal.
+
+    The exact zero matters: eight rewards of -0.1 have a float mean a hair away from -0.1, and
+    advantages of 1e-17 would pass a `!= 0` filter and train a group that teaches nothing.
+    """
+    rewards = [float(r) for r in rewards]
+    if not rewards or max(rewards) - min(rewards) <= EQUAL_REWARDS:
+        return [0.0] * len(rewards)
+    mean = sum(rewards) / len(rewards)
+    return [r - mean for r in rewards]
+
+
+def assign_advantages(groups: Sequence[Any]) -> int:
+    """Write each trajectory's group advantage (`group_advantages`); returns the degenerate groups."""
+    degenerate = 0
+    for group in groups:
+        values = group_advantages([t.reward for t in group.trajectories])
+        degenerate += all(v == 0.0 for v in values)
+        for trajectory, value in zip(group.trajectories, values):
+            trajectory.advantage = value
+    return degenerate

@@ -3,8 +3,9 @@
 One question gives one *group*: its first turn is a single request with
 ``num_samples=group_size`` (a shared root), every sequence becomes its own branch, and later turns
 sample each live branch with ``num_samples=1``. All sampling requests of one turn run
-concurrently, all searches of one turn run in a thread pool. Rewards and group advantages are
-computed only when every trajectory of the batch has finished.
+concurrently, all searches of one turn run in a thread pool. ``rollout_groups`` returns the
+finished groups unscored; ``rollout_batch`` scores them with the exact-match reward and assigns the
+group advantages once every trajectory of the batch has finished (``helpers.reward``).
 
 Token continuity: every ``AssistantTurn`` keeps the sampler's own tokens and logprobs, and the
 next prompt is ``previous prompt + sampled tokens + (end-of-turn tokens the sampler did not emit)
@@ -36,7 +37,7 @@ from helpers.protocol import (
     template_family,
     tool_message,
 )
-from helpers.reward import score_answer
+from helpers.reward import FORMAT_PENALTY, assign_advantages, exact_match_reward, score
 from helpers.search.types import SearchResult
 
 # --------------------------------------------------------------------------- types
@@ -110,7 +111,7 @@ class Trajectory:
     turns: list[AssistantTurn] = field(default_factory=list)
     search_calls: int = 0
     final_text: str = ""
-    reward: float = -0.1
+    reward: float = FORMAT_PENALTY
     advantage: float = 0.0
     valid_format: bool = False
     exact_match: bool = False
@@ -129,6 +130,47 @@ class Trajectory:
     @property
     def observation_tokens(self) -> int:
         return sum(s.observation_tokens for s in self.searches if s.fitted)
+
+
+@dataclass
+class Group:
+    """One question of a step and its finished trajectories, in branch order: what GRPO compares.
+
+    ``index`` is the question's position in the step (every trajectory's ``question_index``);
+    ``step`` is the training step, so a reward with randomness can seed it from (step, index).
+    """
+
+    example: SearchExample
+    trajectories: list[Trajectory]
+    index: int = 0
+    step: int = 0
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.trajectories]
+
+    @property
+    def advantages(self) -> list[float]:
+        return [t.advantage for t in self.trajectories]
+
+    @property
+    def degenerate(self) -> bool:
+        """All advantages zero: every reward equal, so the group gives no gradient."""
+        return all(t.advantage == 0.0 for t in self.trajectories)
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+
+def groups_of(trajectories: Sequence[Trajectory], step: int = 0) -> list[Group]:
+    """A flat list of trajectories regrouped by ``question_index``, in first-seen order."""
+    groups: dict[int, Group] = {}
+    for trajectory in trajectories:
+        index = trajectory.question_index
+        if index not in groups:
+            groups[index] = Group(trajectory.example, [], index, step)
+        groups[index].trajectories.append(trajectory)
+    return list(groups.values())
 
 
 @dataclass
@@ -197,7 +239,10 @@ class RolloutBatch(list):
     stats: RolloutStats
 
 
-last_stats: RolloutStats | None = None  # the stats of the most recent rollout_batch call
+class RolloutGroups(list):
+    """The list of groups ``rollout_groups`` returns, with the run's ``stats`` attached."""
+
+    stats: RolloutStats
 
 
 # --------------------------------------------------------------------------- token continuity
@@ -267,18 +312,64 @@ def build_next_prompt(
     return [*previous_prompt_tokens, *completion_tokens, *closing[overlap:], *observation]
 
 
+@dataclass
+class Stitched:
+    """A whole trajectory as one token sequence, as the trainer sees it.
+
+    ``sources[k]`` is ``prompt`` (the first prompt), ``assistant`` (sampled: ``logprobs[k]`` is the
+    sampler's) or ``observation`` (template glue and search text between turns: logprob 0);
+    ``turns[k]`` is the assistant turn the token belongs to or precedes.
+    """
+
+    tokens: list[int]
+    logprobs: list[float]
+    sources: list[str]
+    turns: list[int]
+
+    @property
+    def sampled(self) -> list[bool]:
+        return [source == "assistant" for source in self.sources]
+
+
+def stitch(trajectory: Trajectory) -> Stitched:
+    """First prompt, then per turn its sampled tokens and the next observation delta.
+
+    Every turn's prompt must extend the tokens gathered so far (the previous prompt plus the
+    previous turn's sampled tokens); otherwise the sampler's logprobs cannot be aligned.
+    """
+    tokens: list[int] = []
+    logprobs: list[float] = []
+    sources: list[str] = []
+    turns: list[int] = []
+    for index, turn in enumerate(trajectory.turns):
+        number = index + 1
+        if len(turn.completion_tokens) != len(turn.logprobs):
+            raise ValueError(
+                f"assistant turn {number}: {len(turn.completion_tokens)} completion tokens but "
+                f"{len(turn.logprobs)} logprobs; the sampler must return one logprob per token"
+            )
+        if list(turn.prompt_tokens[: len(tokens)]) != tokens:
+            raise TemplateRewroteHistory(
+                f"assistant turn {number} (question {trajectory.question_index}, branch "
+                f"{trajectory.group_index}): its prompt does not continue the tokens gathered so far, "
+                "so the sampler logprobs cannot be aligned; build the next prompt by appending "
+                "tokens (helpers.rollout.build_next_prompt), never by re-rendering the chat"
+            )
+        delta = [int(t) for t in turn.prompt_tokens[len(tokens):]]
+        tokens.extend(delta)
+        logprobs.extend([0.0] * len(delta))
+        sources.extend(["prompt" if index == 0 else "observation"] * len(delta))
+        turns.extend([index] * len(delta))
+        tokens.extend(int(t) for t in turn.completion_tokens)
+        logprobs.extend(float(x) for x in turn.logprobs)
+        sources.extend(["assistant"] * len(turn.completion_tokens))
+        turns.extend([index] * len(turn.completion_tokens))
+    return Stitched(tokens, logprobs, sources, turns)
+
+
 def check_continuity(trajectory: Trajectory) -> None:
     """Every turn's prompt extends the previous prompt plus the previous turn's sampled tokens."""
-    if not trajectory.turns:
-        return
-    full = list(trajectory.turns[0].prompt_tokens)
-    for index, turn in enumerate(trajectory.turns):
-        if turn.prompt_tokens[: len(full)] != full:
-            raise TemplateRewroteHistory(
-                f"the prompt of turn {index} is not a continuation of the trajectory so far "
-                f"(question {trajectory.question_index}, branch {trajectory.group_index})"
-            )
-        full = [*turn.prompt_tokens, *turn.completion_tokens]
+    stitch(trajectory)
 
 
 # --------------------------------------------------------------------------- one turn
@@ -529,36 +620,13 @@ class _LoopThread:
 # --------------------------------------------------------------------------- scoring
 
 
-def assign_group_advantages(trajectories: list[Trajectory]) -> int:
-    """advantage = reward - mean reward of its question's group; returns the degenerate groups.
+def assign_group_advantages(trajectories: Sequence[Trajectory]) -> int:
+    """The seed's name: ``helpers.reward.assign_advantages`` on a flat list, grouped by question.
 
-    A group whose rewards are all equal gets advantages of exactly 0 (no float residue).
+    advantage = reward - mean reward of its question's group, exactly 0 when all rewards are
+    equal; returns the number of such degenerate groups.
     """
-    groups: dict[int, list[Trajectory]] = {}
-    for trajectory in trajectories:
-        groups.setdefault(trajectory.question_index, []).append(trajectory)
-    degenerate = 0
-    for group in groups.values():
-        rewards = [item.reward for item in group]
-        if max(rewards) - min(rewards) <= 1e-12:
-            degenerate += 1
-            for item in group:
-                item.advantage = 0.0
-            continue
-        mean_reward = sum(rewards) / len(group)
-        for item in group:
-            item.advantage = item.reward - mean_reward
-    return degenerate
-
-
-def score_trajectory(trajectory: Trajectory) -> None:
-    result = score_answer(trajectory.final_text, trajectory.example.answers)
-    if trajectory.end_reason != "answer":  # ended on a call, an invalid turn or a budget
-        result = dataclasses.replace(result, reward=-0.1, valid_format=False, exact_match=False)
-    trajectory.reward = result.reward
-    trajectory.valid_format = result.valid_format
-    trajectory.exact_match = result.exact_match
-    trajectory.answer = result.answer
+    return assign_advantages(groups_of(trajectories))
 
 
 # --------------------------------------------------------------------------- the batch
@@ -569,7 +637,8 @@ def _as_example(row: Any) -> SearchExample:
         return row
     if isinstance(row, dict) and "question" in row and "answers" in row:  # a data row
         return SearchExample(id=str(row.get("id", "")), question=str(row["question"]),
-                             answers=[str(a) for a in row["answers"]], data_source=str(row.get("data_source", "unknown")))
+                             answers=[str(a) for a in row["answers"]], data_source=str(row.get("data_source", "unknown")),
+                             metadata=dict(row.get("metadata") or {}))
     raise TypeError(f"examples must be SearchExample or rows with 'question' and 'answers', got {type(row).__name__}")
 
 
@@ -587,13 +656,35 @@ def rollout_batch(
     config: RolloutConfig | None = None,
     progress: bool = True,
 ) -> RolloutBatch:
-    """Complete, scored trajectories for every example: ``len(examples) * group_size`` of them.
+    """Complete trajectories for every example, scored with exact match, with group advantages.
 
-    Ordered by question, then branch. ``.stats`` (and ``helpers.rollout.last_stats``) hold the
-    run's counters and timings. Another reward (e.g. with penalties) can be applied afterwards:
-    set each ``trajectory.reward`` and call ``assign_group_advantages(batch)`` again.
+    ``len(examples) * group_size`` of them, ordered by question, then branch; ``.stats`` holds
+    the run's counters and timings. This is ``rollout_groups`` + ``score`` + ``assign_advantages``
+    flattened; a GRPO step with another reward calls those three itself (``helpers.train``).
     """
-    global last_stats
+    groups = rollout_groups(sampling_client, tokenizer, search_client, examples, config, progress)
+    score(groups, exact_match_reward)
+    stats = groups.stats
+    stats.degenerate_groups = assign_advantages(groups)
+    batch = RolloutBatch(t for group in groups for t in group.trajectories)
+    stats.mean_reward, stats.exact_match_rate, stats.valid_format_rate = _outcome_rates(batch)
+    batch.stats = stats
+    return batch
+
+
+def rollout_groups(
+    sampling_client: Any,
+    tokenizer: Any,
+    search_client: Any,
+    examples: Sequence[SearchExample],
+    config: RolloutConfig | None = None,
+    progress: bool = True,
+) -> RolloutGroups:
+    """One finished, unscored group of ``group_size`` trajectories per example, in example order.
+
+    ``.stats`` holds the run's counters and timings. Score the groups with
+    ``helpers.reward.score(groups, reward_fn)``, then ``assign_advantages(groups)``.
+    """
     config = config or RolloutConfig()
     if config.group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {config.group_size}")
@@ -689,28 +780,29 @@ def rollout_batch(
     for trajectory in trajectories:
         if not trajectory.end_reason:  # never sampled: the prompt alone was over budget
             _finish(trajectory, "", "context_budget")
-        score_trajectory(trajectory)
-    stats.degenerate_groups = assign_group_advantages(trajectories)
     _fill_stats(stats, trajectories)
     stats.total_seconds = time.perf_counter() - started
-    batch = RolloutBatch(trajectories)
-    batch.stats = stats
-    last_stats = stats
-    return batch
+    groups = RolloutGroups(groups_of(trajectories))
+    groups.stats = stats
+    return groups
 
 
 def _fill_stats(stats: RolloutStats, trajectories: list[Trajectory]) -> None:
-    n = len(trajectories)
-    stats.trajectories = n
+    stats.trajectories = len(trajectories)
     stats.sampled_tokens = sum(t.sampled_tokens for t in trajectories)
     stats.search_calls = sum(len(t.searches) for t in trajectories)
     stats.failed_searches = sum(t.failed_searches for t in trajectories)
     stats.truncated_observations = sum(t.truncated_observations for t in trajectories)
     stats.end_reasons = dict(Counter(t.end_reason for t in trajectories))
-    if n:
-        stats.mean_reward = sum(t.reward for t in trajectories) / n
-        stats.exact_match_rate = sum(t.exact_match for t in trajectories) / n
-        stats.valid_format_rate = sum(t.valid_format for t in trajectories) / n
+
+
+def _outcome_rates(trajectories: Sequence[Trajectory]) -> tuple[float, float, float]:
+    """Mean reward, exact-match rate and valid-format rate of scored trajectories."""
+    n = len(trajectories)
+    if not n:
+        return 0.0, 0.0, 0.0
+    return (sum(t.reward for t in trajectories) / n, sum(t.exact_match for t in trajectories) / n,
+            sum(t.valid_format for t in trajectories) / n)
 
 
 # --------------------------------------------------------------------------- views for learners
@@ -723,26 +815,14 @@ def trajectory_tokens(trajectory: Trajectory) -> list[dict[str, Any]]:
     trajectory's advantage), ``observation`` (template + search text between turns: logprob
     and advantage 0, not trained).
     """
-    check_continuity(trajectory)
-    rows: list[dict[str, Any]] = []
-
-    def add(tokens, source, turn, logprobs=None):
-        for k, token in enumerate(tokens):
-            trained = source == "assistant"
-            rows.append({
-                "position": len(rows), "token_id": int(token), "source": source, "turn": turn,
-                "logprob": float(logprobs[k]) if trained else 0.0,
-                "advantage": float(trajectory.advantage) if trained else 0.0,
-                "trained": trained,
-            })
-
-    full_length = 0
-    for index, turn in enumerate(trajectory.turns):
-        delta = turn.prompt_tokens[full_length:]
-        add(delta, "prompt" if index == 0 else "observation", index)
-        add(turn.completion_tokens, "assistant", index, turn.logprobs)
-        full_length = len(turn.prompt_tokens) + len(turn.completion_tokens)
-    return rows
+    stitched = stitch(trajectory)
+    return [
+        {"position": k, "token_id": token, "source": source, "turn": turn, "logprob": logprob,
+         "advantage": float(trajectory.advantage) if source == "assistant" else 0.0,
+         "trained": source == "assistant"}
+        for k, (token, logprob, source, turn) in enumerate(
+            zip(stitched.tokens, stitched.logprobs, stitched.sources, stitched.turns))
+    ]
 
 
 def token_table(trajectory: Trajectory, tokenizer: Any | None = None) -> list[dict[str, Any]]:

@@ -38,19 +38,10 @@ from typing import Any, Sequence
 import numpy as np
 import pytrio
 
+from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint
+from helpers.runs import result as _result
 from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
-
-from helpers.train import (
-    MAX_TRAIN_CONTEXT_TOKENS,
-    RunDir,
-    TrainingDatum,
-    _result,
-    add_config_arguments,
-    materialise_checkpoint,
-    config_from_args,
-    pack_micro_batches,
-    padded_tokens,
-)
+from helpers.train import MAX_TRAIN_CONTEXT_TOKENS, TrainingDatum, pack_micro_batches, padded_tokens
 
 
 @dataclass

@@ -1,11 +1,15 @@
-"""From finished trajectories to one policy update, and the GRPO training loop (issue #5).
+"""From a batch of questions to one policy update, and the GRPO training loop.
 
-The order of one step never changes (seed 8.3.7):
-    save_weights_and_get_sampling_client -> rollout_batch -> build_training_datums
-    -> pack_micro_batches -> forward_backward(importance_sampling) per micro-batch -> one optim_step
+One step, always in this order (Happy-LLM §8.3.7):
 
-Run it from a shell (`python -m helpers.train --help`) or from a notebook with the same
-`TrainConfig` object: `train(TrainConfig(max_steps=2), on_step=print)`.
+    save_weights_and_get_sampling_client -> rollout_groups -> score(groups, reward_fn)
+    -> assign_advantages -> build_training_datums -> pack_micro_batches
+    -> forward_backward(importance_sampling) per micro-batch -> one optim_step
+
+The reward is a function of a group (`helpers.reward`), chosen by name in `TrainConfig.reward`;
+observers see every step (`StepContext`, before the update; the metrics row, after it). Run it
+from a shell (`python -m helpers.train --help`) or from a notebook with the same `TrainConfig`:
+`train(TrainConfig(max_steps=2), on_step=print)`.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import random
+import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +27,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pytrio
+from tqdm.auto import tqdm
+
+from helpers import config as course_config
+from helpers.data import load_examples
+from helpers.engine import connect
+from helpers.reward import RewardFn, assign_advantages, make_reward, score
+from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
+from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint, result
+from helpers.search import create_search_client
 
 MAX_TRAIN_CONTEXT_TOKENS = 8192
 
@@ -46,61 +60,25 @@ def build_datum(trajectory, max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS) -> Train
     """
     if not trajectory.turns:
         raise ValueError("cannot build a training datum from a trajectory with no assistant turns")
-
-    full_tokens: list[int] = []
-    old_logprobs: list[float] = []
-    advantages: list[float] = []
-    assistant_tokens = 0
-
-    for index, turn in enumerate(trajectory.turns):
-        number = index + 1
-        if len(turn.completion_tokens) != len(turn.logprobs):
-            raise ValueError(
-                f"assistant turn {number}: {len(turn.completion_tokens)} completion tokens but "
-                f"{len(turn.logprobs)} logprobs; the sampler must return one logprob per token"
-            )
-        if index == 0:
-            delta = list(turn.prompt_tokens)
-        elif list(turn.prompt_tokens[: len(full_tokens)]) == full_tokens:
-            delta = list(turn.prompt_tokens[len(full_tokens) :])
-        else:
-            raise ValueError(
-                f"assistant turn {number}: its prompt does not continue the tokens gathered so far, "
-                "so the sampler logprobs cannot be aligned; build the next prompt by appending "
-                "tokens (helpers.rollout.build_next_prompt), never by re-rendering the chat"
-            )
-        full_tokens.extend(delta)
-        old_logprobs.extend([0.0] * len(delta))
-        advantages.extend([0.0] * len(delta))
-
-        full_tokens.extend(turn.completion_tokens)
-        old_logprobs.extend(float(x) for x in turn.logprobs)
-        advantages.extend([float(trajectory.advantage)] * len(turn.completion_tokens))
-        assistant_tokens += len(turn.completion_tokens)
-
-    if assistant_tokens == 0:
+    stitched = stitch(trajectory)
+    sampled = stitched.sampled
+    if not any(sampled):
         raise ValueError("cannot build a training datum from a trajectory with no assistant tokens")
-    if not (len(full_tokens) == len(old_logprobs) == len(advantages)):
-        raise ValueError("tokens, logprobs and advantages of the full trajectory differ in length")
+    advantage = float(trajectory.advantage)
+    advantages = [advantage if is_sampled else 0.0 for is_sampled in sampled]
 
-    input_tokens = full_tokens[:-1]
-    target_tokens = full_tokens[1:]
-    shifted_logprobs = old_logprobs[1:]
-    shifted_advantages = advantages[1:]
-    if not (len(input_tokens) == len(target_tokens) == len(shifted_logprobs) == len(shifted_advantages)):
-        raise ValueError("input, target, logprobs and advantages of the datum differ in length")
+    input_tokens = stitched.tokens[:-1]
     if len(input_tokens) > max_tokens:
         raise ValueError(
             f"datum has {len(input_tokens)} input tokens, more than the training context of "
             f"{max_tokens}; lower max_trajectory_tokens in the rollout config"
         )
-
     datum = pytrio.Datum(
         model_input=pytrio.ModelInput.from_ints(input_tokens),
         loss_fn_inputs={
-            "target_tokens": np.asarray(target_tokens, dtype=np.int64),
-            "logprobs": np.asarray(shifted_logprobs, dtype=np.float32),
-            "advantages": np.asarray(shifted_advantages, dtype=np.float32),
+            "target_tokens": np.asarray(stitched.tokens[1:], dtype=np.int64),
+            "logprobs": np.asarray(stitched.logprobs[1:], dtype=np.float32),
+            "advantages": np.asarray(advantages[1:], dtype=np.float32),
         },
     )
     return TrainingDatum(datum, len(input_tokens))
@@ -175,19 +153,16 @@ def weight_micro_batch_for_global_mean(
 # --------------------------------------------------------------------------- metrics
 
 
-def _result(value):
-    """PyTRIO calls return futures; the local engine may too. Either way, give the value."""
-    return value.result() if hasattr(value, "result") and callable(value.result) else value
-
-
-def _output_logprobs(output, index: int) -> np.ndarray | None:
-    """Trainer logprobs of datum `index` from a forward_backward output, if it returned any."""
+def output_logprobs(output: Any, index: int) -> np.ndarray | None:
+    """Trainer logprobs of datum `index` from a forward / forward_backward result (None if absent)."""
+    output = result(output)
     outputs = getattr(output, "loss_fn_outputs", None)
     if outputs is None and isinstance(output, dict):
         outputs = output.get("loss_fn_outputs")
     if not outputs or index >= len(outputs):
         return None
-    value = outputs[index].get("logprobs") if isinstance(outputs[index], dict) else None
+    item = outputs[index]
+    value = item.get("logprobs") if isinstance(item, dict) else getattr(item, "logprobs", None)
     if value is None:
         return None
     array = value.to_numpy() if hasattr(value, "to_numpy") else np.asarray(value)
@@ -203,7 +178,7 @@ def sampler_trainer_kl(datums: Sequence[pytrio.Datum], outputs: Sequence) -> dic
     """
     old_all, new_all = [], []
     for datum, output, index in _pairs(datums, outputs):
-        new = _output_logprobs(output, index)
+        new = output_logprobs(output, index)
         if new is None:
             continue
         inputs = datum.loss_fn_inputs
@@ -246,11 +221,8 @@ def _trajectory_length(trajectory) -> int:
 
 def degenerate_groups(trajectories: Sequence) -> tuple[int, int]:
     """(groups whose advantages are all zero, groups) — a degenerate group teaches nothing."""
-    groups: dict[Any, list] = {}
-    for item in trajectories:
-        groups.setdefault(item.question_index, []).append(item)
-    bad = sum(1 for group in groups.values() if all(item.advantage == 0.0 for item in group))
-    return bad, len(groups)
+    groups = groups_of(trajectories)
+    return sum(group.degenerate for group in groups), len(groups)
 
 
 def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
@@ -308,7 +280,7 @@ def _per_source(trajectories: Sequence) -> dict[str, float | None]:
     return out
 
 
-# --------------------------------------------------------------------------- config and CLI
+# --------------------------------------------------------------------------- config
 
 
 @dataclass
@@ -329,6 +301,12 @@ class TrainConfig:
     search_concurrency: int = 8
     temperature: float = 1.0
     top_p: float = 1.0
+    # the reward function, by its registered name (helpers.reward.reward_names()), and its options
+    reward: str = "exact_match"
+    reward_options: dict = field(default_factory=dict)
+    # keep only groups with signal, rolling out more questions until the step has its quota
+    dynamic_sampling: bool = False
+    dynamic_sampling_rounds: int = 4  # rollouts per step at most, the first included
     learning_rate: float = 5e-5
     grad_clip_norm: float = 1.0
     lora_rank: int = 16
@@ -348,94 +326,20 @@ class TrainConfig:
     max_minutes: float | None = None  # stop (with a checkpoint) before this wall-clock budget
     resume: bool = True  # continue from the last checkpoint in `out` if there is one
 
-    def rollout_config(self, step: int = 0):
-        from helpers.rollout import RolloutConfig
+    def __post_init__(self) -> None:
+        if self.dynamic_sampling_rounds < 1:
+            raise ValueError(f"dynamic_sampling_rounds must be >= 1, got {self.dynamic_sampling_rounds}")
 
+    def rollout_config(self, step: int = 0) -> RolloutConfig:
         # a fixed seed per step: a resumed step resamples the same
         return RolloutConfig.from_config(self, seed=self.seed * 100_003 + step)
 
     def resolved_model(self) -> str:
-        from helpers import config
+        return self.model or course_config.default_model()
 
-        return self.model or config.default_model()
-
-
-def _field_type(f: dataclasses.Field) -> type:
-    text = str(f.type)
-    for name, kind in (("bool", bool), ("int", int), ("float", float)):
-        if text.startswith(name):
-            return kind
-    return str
-
-
-def add_config_arguments(parser: argparse.ArgumentParser, cls, defaults=None) -> None:
-    """One --flag per dataclass field (underscores become dashes); bools become --x/--no-x."""
-    defaults = defaults or cls()
-    for f in dataclasses.fields(cls):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        kind = _field_type(f)
-        if kind is bool:
-            parser.add_argument(flag, dest=f.name, default=default, action=argparse.BooleanOptionalAction)
-        else:
-            parser.add_argument(flag, dest=f.name, type=kind, default=default, help=f"(default: {default})")
-
-
-def config_from_args(cls, args: argparse.Namespace):
-    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
-
-
-# --------------------------------------------------------------------------- run directory
-
-
-class RunDir:
-    """One folder per run: config.json, command.txt, metrics.jsonl, checkpoints.jsonl, final.json."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.metrics = self.path / "metrics.jsonl"
-        self.checkpoints = self.path / "checkpoints.jsonl"
-
-    def write_json(self, name: str, value: Any) -> Path:
-        target = self.path / name
-        tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(json.dumps(value, indent=2, default=str))
-        tmp.replace(target)  # atomic: a kill never leaves half a file
-        return target
-
-    def read_jsonl(self, path: Path) -> list[dict]:
-        if not path.exists():
-            return []
-        rows = []
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line cut by a kill: everything after it is untrusted
-        return rows
-
-    def append_jsonl(self, path: Path, row: dict) -> None:
-        with path.open("a") as handle:
-            handle.write(json.dumps(row, default=_json_default) + "\n")
-            handle.flush()
-
-    def last_checkpoint(self) -> dict | None:
-        rows = self.read_jsonl(self.checkpoints)
-        return rows[-1] if rows else None
-
-    def keep_metrics_before(self, step: int) -> None:
-        """Drop metric rows of steps a resumed run will redo, so every step is logged once."""
-        rows = [row for row in self.read_jsonl(self.metrics) if row.get("step", -1) < step]
-        tmp = self.metrics.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(row, default=_json_default) + "\n" for row in rows))
-        tmp.replace(self.metrics)
-
-
-def _json_default(value):
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    return str(value)
+    def reward_fn(self) -> RewardFn:
+        """The reward function named by `reward`, built with `reward_options`."""
+        return make_reward(self.reward, **self.reward_options)
 
 
 # --------------------------------------------------------------------------- data order
@@ -475,6 +379,18 @@ def batch_for_step(examples: Sequence, step: int, size: int, seed: int, balance_
     return batch
 
 
+def extra_questions(examples: Sequence, step: int, config: TrainConfig) -> list:
+    """The questions dynamic sampling may add to `step`, in the order it draws them.
+
+    A second seeded order over the same examples, a pure function of (seed, step) like
+    `batch_for_step`, so a resumed run draws the same extra questions.
+    """
+    if not config.dynamic_sampling or config.dynamic_sampling_rounds < 2:
+        return []
+    size = config.questions_per_batch * (config.dynamic_sampling_rounds - 1)
+    return batch_for_step(examples, step, size, config.seed + 1_000_033, config.balance_sources)
+
+
 # --------------------------------------------------------------------------- one step
 
 
@@ -493,14 +409,14 @@ def optimise(
     trainer: dict[str, float] = {}
     for micro_batch in micro_batches:
         weighted = weight_micro_batch_for_global_mean(micro_batch, total_samples=total_samples)
-        output = _result(training_client.forward_backward(weighted, loss_fn="importance_sampling"))
+        output = result(training_client.forward_backward(weighted, loss_fn="importance_sampling"))
         sent.extend(weighted)
         outputs.append((output, len(weighted)))
         for key, value in (getattr(output, "metrics", None) or {}).items():
             if isinstance(value, (int, float)):
                 trainer[f"trainer/{key}"] = trainer.get(f"trainer/{key}", 0.0) + float(value)
     if micro_batches:
-        step_output = _result(training_client.optim_step(adam_params))
+        step_output = result(training_client.optim_step(adam_params))
         for key, value in (getattr(step_output, "metrics", None) or {}).items():
             if key == "grad_norm":  # before clipping: spikes flag an unstable update
                 trainer["grad_norm"] = float(value)
@@ -523,6 +439,79 @@ def optimise(
     }
 
 
+@dataclass
+class StepContext:
+    """What an observer's `before_update` sees: the step's scored groups, before any gradient."""
+
+    step: int
+    config: TrainConfig
+    training_client: Any
+    groups: list[Group]  # the groups the step trains on, rewards and advantages assigned
+    trajectories: list  # their trajectories, flat, in group order
+
+
+@dataclass
+class Sampled:
+    """The groups one step drew and the ones it keeps (all of them unless sampling dynamically)."""
+
+    drawn: list[Group]
+    kept: list[Group]
+    rounds: int
+    reward_metrics: dict[str, float]
+    sampling_seconds: float
+    search_seconds: float
+    end_reasons: dict[str, int]
+
+
+def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, config: TrainConfig, step: int,
+                  reward_fn: RewardFn, extra: Sequence = (), progress: bool = False) -> Sampled:
+    """Roll out, score and assign advantages; with dynamic sampling, repeat on `extra` questions
+    (`questions_per_batch` at a time) until that many groups have signal or the rounds run out."""
+    quota = config.questions_per_batch
+    rounds_allowed = config.dynamic_sampling_rounds if config.dynamic_sampling else 1
+    seen = {getattr(example, "id", None) for example in batch}
+    pending = [example for example in extra if getattr(example, "id", None) not in seen]
+    questions = list(batch)
+    drawn: list[Group] = []
+    kept: list[Group] = []
+    sums: dict[str, float] = {}
+    sampling = searching = 0.0
+    end_reasons: dict[str, int] = {}
+    rounds = 0
+    while questions:
+        base = config.rollout_config(step)
+        rollout = dataclasses.replace(base, seed=base.seed + 1_000_003 * rounds)
+        groups = rollout_groups(sampling_client, tokenizer, search_client, questions, rollout, progress=progress)
+        offset = len(drawn)
+        for position, group in enumerate(groups):
+            group.index, group.step = offset + position, step
+            for trajectory in group.trajectories:
+                trajectory.question_index = group.index
+        means = score(groups, reward_fn)
+        count = sum(len(group) for group in groups)
+        for name, mean in means.items():
+            sums[name] = sums.get(name, 0.0) + mean * count
+        assign_advantages(groups)
+        stats = groups.stats
+        sampling += stats.sampling_seconds
+        searching += stats.search_seconds
+        for reason, number in stats.end_reasons.items():
+            end_reasons[reason] = end_reasons.get(reason, 0) + number
+        drawn.extend(groups)
+        rounds += 1
+        if not config.dynamic_sampling:
+            kept = list(groups)
+            break
+        kept.extend(group for group in groups if not group.degenerate)
+        if len(kept) >= quota or rounds >= rounds_allowed:
+            break
+        questions, pending = pending[:quota], pending[quota:]
+    kept = kept[:quota] if config.dynamic_sampling else kept
+    total = sum(len(group) for group in drawn)
+    reward_metrics = {name: value / total for name, value in sums.items()} if total else {}
+    return Sampled(drawn, kept, rounds, reward_metrics, sampling, searching, end_reasons)
+
+
 def train_step(
     training_client,
     tokenizer,
@@ -532,22 +521,36 @@ def train_step(
     step: int = 0,
     adam_params=None,
     progress: bool = False,
-) -> tuple[dict[str, float], list]:
-    """One GRPO step in the seed's order; returns (metrics, trajectories)."""
-    from helpers.rollout import rollout_batch
+    *,
+    reward_fn: RewardFn | None = None,
+    observers: Sequence = (),
+    extra: Sequence = (),
+) -> tuple[dict[str, float], list[Group]]:
+    """One GRPO step in the seed's order; returns (metrics, the groups it trained on).
 
+    `reward_fn` defaults to `config.reward_fn()`; `extra` are the questions dynamic sampling may
+    draw (`extra_questions`). Observers: `before_update(StepContext)` may return metrics to add;
+    then each observer is called with the finished metrics row and the config.
+    """
+    reward_fn = reward_fn or config.reward_fn()
     adam_params = adam_params or adam_for(config)
     started = time.perf_counter()
     # Export the current LoRA first: the old logprobs must come from the policy before this update.
     sampling_client = training_client.save_weights_and_get_sampling_client()
     synced = time.perf_counter()
     stats_before = _search_stats(search_client)
-    trajectories = rollout_batch(
-        sampling_client, tokenizer, search_client, list(batch), config.rollout_config(step), progress=progress
-    )
+    sampled = sample_groups(sampling_client, tokenizer, search_client, batch, config, step, reward_fn, extra, progress)
+    drawn = [t for group in sampled.drawn for t in group.trajectories]
+    trajectories = [t for group in sampled.kept for t in group.trajectories]
     rolled = time.perf_counter()
-    rollout_stats = getattr(trajectories, "stats", None)
     stats_after = _search_stats(search_client)
+    observed: dict[str, Any] = {}
+    context = StepContext(step, config, training_client, sampled.kept, trajectories)
+    for observer in observers:
+        before = getattr(observer, "before_update", None)
+        if callable(before):
+            observed.update(before(context) or {})
+    measured = time.perf_counter()
     datums = build_training_datums(trajectories)
     update = optimise(
         training_client,
@@ -560,7 +563,9 @@ def train_step(
     done = time.perf_counter()
     metrics = {
         "step": step,
-        **rollout_metrics(trajectories),
+        **rollout_metrics(drawn),
+        **sampled.reward_metrics,
+        "informative_groups": sum(not group.degenerate for group in sampled.kept),
         **update,
         "search_requests": stats_after.get("requests", 0) - stats_before.get("requests", 0),
         "search_errors": stats_after.get("errors", 0) - stats_before.get("errors", 0),
@@ -570,15 +575,38 @@ def train_step(
         "time_sync_weights": synced - started,
         "time_rollout": rolled - synced,
         # Inside the rollout: wall time spent sampling and waiting on search, turn by turn.
-        "time_sampling": getattr(rollout_stats, "sampling_seconds", float("nan")),
-        "time_search": getattr(rollout_stats, "search_seconds", float("nan")),
-        "time_training": done - rolled,
+        "time_sampling": sampled.sampling_seconds,
+        "time_search": sampled.search_seconds,
+        "time_training": done - measured,
         "time_step": done - started,
         "learning_rate": adam_params.learning_rate,
+        **observed,
     }
-    for reason, count in (getattr(rollout_stats, "end_reasons", None) or {}).items():
+    if observed:
+        metrics["time_observers"] = measured - rolled
+    if config.dynamic_sampling:
+        drawn_groups = len(sampled.drawn)
+        metrics.update({
+            "dynamic/rounds": sampled.rounds,
+            "dynamic/questions": drawn_groups,
+            "dynamic/kept_groups": len(sampled.kept),
+            "dynamic/filtered_group_share": sum(g.degenerate for g in sampled.drawn) / drawn_groups if drawn_groups else 0.0,
+        })
+    for reason, count in sampled.end_reasons.items():
         metrics[f"end/{reason}"] = count
-    return metrics, trajectories
+    metrics["wall_time"] = time.time()
+    for observer in observers:
+        notify(observer, metrics, config)
+    return metrics, sampled.kept
+
+
+def notify(observer, metrics: dict, config: TrainConfig) -> None:
+    """Hand a finished metrics row to an observer (a callable, or an object with `on_step`)."""
+    on_step = getattr(observer, "on_step", None)
+    if callable(on_step):
+        on_step(metrics, config)
+    elif callable(observer):
+        observer(metrics, config)
 
 
 def adam_for(config: TrainConfig) -> pytrio.AdamParams:
@@ -615,8 +643,6 @@ class TrainingSession:
 
 def open_session(config: TrainConfig, service=None, search_client=None, examples=None) -> TrainingSession:
     """Connect, create the LoRA trainer, load data; resume from `config.out` if it has a checkpoint."""
-    from helpers.engine import connect
-
     run = RunDir(config.out)
     service = service or connect(config.backend)
     model = config.resolved_model()
@@ -627,24 +653,20 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
     last = run.last_checkpoint() if config.resume else None
     if last is not None:
         if last.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
-            _result(training_client.load_state_with_optimizer(last["path"]))
+            result(training_client.load_state_with_optimizer(last["path"]))
         else:  # saved before any optim_step (every group degenerate so far): weights only
-            _result(training_client.load_state(last["path"]))
+            result(training_client.load_state(last["path"]))
         start_step = int(last["step"])
     elif config.init_from:
-        _result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
+        result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
     if start_step == 0 and not config.resume:
         for stale in (run.metrics, run.checkpoints):
             stale.unlink(missing_ok=True)
     run.keep_metrics_before(start_step)
     tokenizer = training_client.get_tokenizer()
     if search_client is None:
-        from helpers.search import create_search_client
-
         search_client = create_search_client(config.search_backend)
     if examples is None:
-        from helpers.data import load_examples
-
         examples = load_examples(config.split, data_source=config.data_source, limit=config.limit,
                                  skip=config.skip)
     run.write_json("config.json", {"train": dataclasses.asdict(config), "model": model})
@@ -653,33 +675,10 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
     return session
 
 
-def materialise_checkpoint(path: str, directory: str | Path) -> str:
-    """Copy a local-engine checkpoint out of the shared cache into the run folder.
-
-    The run folder then holds everything a resume needs (another command, another day), and
-    the returned plain directory path loads anywhere the local engine runs. Remote (PyTRIO)
-    paths are returned unchanged: the service keeps them.
-    """
-    if not str(path).startswith("local://"):
-        return str(path)
-    import shutil
-
-    from helpers.engine.local import resolve_path
-
-    source = resolve_path(str(path))
-    target = Path(directory)
-    if target.exists():
-        shutil.rmtree(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, target)
-    shutil.rmtree(source, ignore_errors=True)  # the cache copy is ours and now redundant
-    return str(target.resolve())
-
-
 def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) -> str:
     """save_state (weights + optimiser) and record it; `steps_done` steps are inside it."""
     name = f"{Path(session.config.out).name}-step{steps_done:05d}"
-    response = _result(session.training_client.save_state(name))
+    response = result(session.training_client.save_state(name))
     path = materialise_checkpoint(str(getattr(response, "path", response)),
                                   session.run.path / "checkpoints" / f"step{steps_done:05d}")
     session.run.append_jsonl(session.run.checkpoints, {
@@ -690,8 +689,6 @@ def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) ->
 
 
 def _prune_checkpoints(run: RunDir, keep: int) -> None:
-    import shutil
-
     folder = run.path / "checkpoints"
     if not folder.is_dir() or keep < 1:
         return
@@ -718,14 +715,27 @@ def train(
     on_step: Callable[[dict], None] | None = None,
     session: TrainingSession | None = None,
     progress: bool = True,
+    *,
+    reward_fn: RewardFn | None = None,
+    observers: Sequence = (),
 ) -> dict:
     """Run (or resume) GRPO until max_steps or the time budget; returns a summary dict.
 
-    `on_step(metrics)` is called after every step (a live plot, a dashboard, print).
-    Metrics go to <out>/metrics.jsonl, checkpoints every `save_every` steps and at the end.
+    `on_step(metrics)` is called after every step (a live plot, a dashboard, print); observers
+    get `before_update`/the metrics row/`close()` (see `train_step`). `reward_fn` overrides
+    `config.reward`. Metrics go to <out>/metrics.jsonl, checkpoints every `save_every` steps and
+    at the end.
     """
-    from tqdm.auto import tqdm
+    try:
+        return _train(config, on_step, session, progress, reward_fn or config.reward_fn(), observers)
+    finally:
+        for observer in observers:
+            close = getattr(observer, "close", None)
+            if callable(close):
+                close()
 
+
+def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
     session = session or open_session(config)
     run = session.run
     adam = adam_for(config)
@@ -743,9 +753,9 @@ def train(
         batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed,
                                config.balance_sources)
         metrics, _ = train_step(
-            session.training_client, session.tokenizer, session.search_client, batch, config, step, adam
+            session.training_client, session.tokenizer, session.search_client, batch, config, step, adam,
+            reward_fn=reward_fn, observers=observers, extra=extra_questions(session.examples, step, config),
         )
-        metrics["wall_time"] = time.time()
         session.optimised = session.optimised or metrics["micro_batches"] > 0
         run.append_jsonl(run.metrics, metrics)
         session.history.append(metrics)
@@ -770,7 +780,7 @@ def train(
         "checkpoint": (run.last_checkpoint() or {}).get("path"),
     }
     if summary["finished"]:
-        response = _result(session.training_client.save_weights_for_sampler(f"{Path(config.out).name}-final"))
+        response = result(session.training_client.save_weights_for_sampler(f"{Path(config.out).name}-final"))
         summary["sampler_path"] = materialise_checkpoint(str(getattr(response, "path", response)), run.path / "final")
     run.write_json("summary.json", summary)
     return summary
@@ -780,8 +790,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m helpers.train", description=__doc__.split("\n")[0])
     add_config_arguments(parser, TrainConfig)
     config = config_from_args(TrainConfig, parser.parse_args(argv))
-    import sys
-
     RunDir(config.out).write_json("command.json", {"argv": ["python", "-m", "helpers.train", *(argv or sys.argv[1:])]})
     summary = train(config)
     print(json.dumps(summary, indent=2))

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from helpers import efficiency as eff
 from helpers.data import SearchExample
-from helpers.rollout import AssistantTurn, Trajectory
+from helpers.reward import assign_advantages, score
+from helpers.rollout import AssistantTurn, Trajectory, groups_of
+from helpers.train import build_training_datums
 
 counts = st.lists(st.integers(0, 10), min_size=1, max_size=8)
 
@@ -207,11 +209,12 @@ def test_score_group_is_reproducible_and_seed_dependent():
 
 
 def make_trajectory(q, exact, calls, n_tokens, failed=None):
-    t = Trajectory(example=SearchExample("id", "q?", ["a"], "nq"), group_index=0, messages=[],
+    t = Trajectory(example=SearchExample("id", "q?", ["Paris"], "nq"), group_index=0, messages=[],
                    question_index=q)
     t.turns = [AssistantTurn(prompt_tokens=[1], completion_tokens=[5] * n_tokens,
                              logprobs=[-0.1] * n_tokens, text="x")]
     t.search_calls, t.exact_match = calls, exact
+    t.end_reason, t.final_text, t.valid_format = "answer", "Answer: Paris" if exact else "Answer: Lyon", True
     t.reward = 1.0 if exact else 0.0
     if failed is not None:
         t.failed_searches = failed
@@ -244,9 +247,29 @@ def test_batch_groups_by_question_and_uses_per_group_references():
     assert [r.reference_length for r in rows] == [20, 20, 20, 100, 100, 100]
     for q in (0, 1):
         assert sum(t.advantage for t in batch if t.question_index == q) == pytest.approx(0.0)
-    hook = eff.make_group_reward_fn(eff.EfficiencyConfig())
-    rows2 = hook(batch, step=3, reference_lengths=refs)
-    assert [r.reward for r in rows2] == [r.reward for r in rows]
+    # the reward function of the training step gives the same rewards (here with the group's own lengths)
+    plain_rows = eff.apply_efficiency_rewards_batch(batch, step=3)
+    groups = groups_of(batch, step=3)
+    terms = score(groups, eff.GatedReward(eff.EfficiencyConfig()))
+    assert [t.reward for g in groups for t in g.trajectories] == [r.reward for r in plain_rows]
+    assert terms["eff/pen_tool_mean"] == pytest.approx(np.mean([r.pen_tool for r in plain_rows]))
+
+
+def test_a_group_whose_gated_rewards_are_all_equal_yields_no_datums():
+    """Eight losers pay the same beta_lose (reward -0.1 each): their float mean is 1.4e-17 off -0.1,
+    and advantages of that size would pass a `!= 0` filter; they must be exactly 0."""
+    group = [make_trajectory(0, False, 1, 30) for _ in range(8)]
+    groups = groups_of(group)
+    score(groups, eff.GatedReward(eff.EfficiencyConfig(lambda_tool=1.0, lambda_len=0.0)))
+    rewards = [t.reward for t in group]
+    assert rewards == [pytest.approx(-0.1)] * 8 and len(set(rewards)) == 1
+    assert sum(rewards) / len(rewards) != rewards[0]  # the float residue the exact-zero rule removes
+    assert assign_advantages(groups) == 1
+    assert [t.advantage for t in group] == [0.0] * 8
+    assert build_training_datums(group) == []
+    rows = eff.score_group([0] * 8, calls=[1] * 8, lengths=[30] * 8,
+                           config=eff.EfficiencyConfig(lambda_tool=1.0, lambda_len=0.0))
+    assert [r.advantage for r in rows] == [0.0] * 8
 
 
 def test_format_penalty_is_off_by_default_and_charges_broken_formats_when_on():

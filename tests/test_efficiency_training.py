@@ -1,4 +1,4 @@
-"""The gated reward inside a GRPO step (helpers.efficiency.reward_step), on test doubles."""
+"""The gated reward inside the one GRPO step (helpers.train.train_step), on test doubles."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from helpers import efficiency as eff
 from helpers import mismatch as mm
 from helpers.data import SearchExample
 from helpers.models import load_tokenizer
-from helpers.train import TrainConfig
+from helpers.runs import RunDir
+from helpers.train import TrainConfig, TrainingSession, train_step
 
 
 def branchy(prompt: str, index: int) -> str:
@@ -55,6 +56,9 @@ class FakeTrainer:
     def optim_step(self, adam):
         self.steps += 1
 
+    def save_state(self, name):
+        return SimpleNamespace(path=f"fake://{name}")
+
     def save_weights_for_sampler(self, name):
         return SimpleNamespace(path=f"fake://{name}")
 
@@ -64,11 +68,18 @@ def tokenizer():
     return load_tokenizer("smollm2-135m")
 
 
-def session(tokenizer, **overrides):
+def session(tokenizer, tmp_path=None, **overrides):
     config = TrainConfig(model="smollm2-135m", questions_per_batch=1, group_size=4, max_search_calls=4,
                          max_assistant_turns=6, max_assistant_tokens=64, **overrides)
-    return SimpleNamespace(config=config, training_client=FakeTrainer(tokenizer), tokenizer=tokenizer,
-                           search_client=FakeSearchClient(), examples=list(BATCH))
+    run = RunDir(tmp_path or config.out) if tmp_path else None
+    return TrainingSession(config, None, FakeTrainer(tokenizer), tokenizer, FakeSearchClient(), list(BATCH), run)
+
+
+def step(s, reward, **kwargs):
+    """One GRPO step of a comparison run: the one training step with the comparison's reward."""
+    reward_fn = eff.comparison_reward(reward, eff.EfficiencyConfig(format_penalty=0.1))
+    return train_step(s.training_client, s.tokenizer, s.search_client, BATCH, s.config, 0, reward_fn=reward_fn,
+                      **kwargs)
 
 
 BATCH = [SearchExample("q0", "Which city?", ["Paris"], "nq")]
@@ -87,7 +98,8 @@ def trained_advantages(trainer):
 
 def test_plain_reward_treats_every_winner_alike(tokenizer):
     s = session(tokenizer)
-    metrics, trajectories = eff.reward_step(s, BATCH, 0, reward="exact_match")
+    metrics, groups = step(s, "exact_match")
+    trajectories = groups[0].trajectories
     assert [t.search_calls for t in trajectories] == [0, 1, 2, 3]
     assert [t.exact_match for t in trajectories] == [False, True, True, True]
     assert [t.reward for t in trajectories] == [0.0, 1.0, 1.0, 1.0]
@@ -97,13 +109,14 @@ def test_plain_reward_treats_every_winner_alike(tokenizer):
     assert s.training_client.steps == 1
     # the gated terms are still logged for comparison, without touching the rewards used
     assert metrics["eff/pen_tool_mean"] > 0
-    assert metrics["reward_mean_used"] == pytest.approx(0.75)
+    assert metrics["reward_mean"] == pytest.approx(0.75)
 
 
 def test_gated_reward_ranks_the_frugal_winner_first_and_logs_the_mismatch(tokenizer):
     s = session(tokenizer)
     history = mm.MismatchHistory()
-    metrics, trajectories = eff.reward_step(s, BATCH, 0, reward="gated", mismatch_history=history)
+    metrics, groups = step(s, "gated", observers=[mm.MismatchObserver(history)])
+    trajectories = groups[0].trajectories
     rewards = [t.reward for t in trajectories]
     assert rewards[1] > rewards[3] and rewards[2] >= rewards[3]
     assert rewards[0] < 0
@@ -118,12 +131,13 @@ def test_gated_reward_ranks_the_frugal_winner_first_and_logs_the_mismatch(tokeni
 
 def test_unknown_reward_is_refused(tokenizer):
     with pytest.raises(ValueError, match="reward must be one of"):
-        eff.reward_step(session(tokenizer), BATCH, 0, reward="vibes")
+        eff.comparison_reward("vibes", eff.EfficiencyConfig())
 
 
 def test_train_with_reward_logs_every_step_and_uses_reference_lengths(tokenizer, tmp_path):
     s = session(tokenizer, max_steps=2, out=str(tmp_path / "gated"))
-    summary = eff.train_with_reward(s.config, "gated", session=s, length_reference="initial", progress=False)
+    summary = eff.train_with_reward(s.config, "gated", session=s, length_reference="initial", progress=False,
+                                    work=str(tmp_path / "work" / "gated"))
     rows = eff.load_metrics(tmp_path / "gated")
     assert [r["step"] for r in rows] == [0, 1]
     assert summary["steps_done"] == 2 and summary["sampler_path"] == "fake://gated-final"
@@ -131,7 +145,8 @@ def test_train_with_reward_logs_every_step_and_uses_reference_lengths(tokenizer,
     assert (tmp_path / "gated" / "log_ratios.npz").exists()
     assert all("mismatch/kl_k3" in r and "eff/pen_len_mean" in r for r in rows)
     with pytest.raises(ValueError, match="length_reference"):
-        eff.train_with_reward(s.config, "gated", session=s, length_reference="nope", progress=False)
+        eff.train_with_reward(s.config, "gated", session=s, length_reference="nope", progress=False,
+                              work=str(tmp_path / "work" / "gated"))
 
 
 def test_reference_lengths_are_sampled_once_per_question(tokenizer):

@@ -14,13 +14,16 @@ import pytest
 from helpers.data import SearchExample
 from helpers.models import load_tokenizer
 from helpers.protocol import build_messages, build_prompt
+from helpers.reward import FORMAT_PENALTY, assign_advantages, exact_match_reward, score
 from helpers.rollout import (
     RolloutBatch,
     RolloutConfig,
     Trajectory,
     assign_group_advantages,
     check_continuity,
+    groups_of,
     rollout_batch,
+    rollout_groups,
     token_table,
     trajectory_tree,
 )
@@ -94,9 +97,23 @@ def test_groups_branch_from_a_shared_root_and_end_for_the_right_reason(tokenizer
     assert stats.turns == 3 and stats.sample_requests == 2 + 4 + 2
     assert stats.sampled_tokens == sum(len(t.completion_tokens) for tr in batch for t in tr.turns)
     assert stats.sampling_seconds > 0 and stats.total_seconds >= stats.sampling_seconds
-    import helpers.rollout
 
-    assert helpers.rollout.last_stats is stats
+
+def test_rollout_groups_returns_finished_unscored_groups(tokenizer):
+    config = RolloutConfig(group_size=4, max_search_calls=2, max_assistant_tokens=200, max_trajectory_tokens=4096)
+    sampler = ScriptedSamplingClient(tokenizer, plan_script, include_stop=lambda n: n % 2 == 0)
+    groups = rollout_groups(sampler, tokenizer, FakeSearchClient(), EXAMPLES, config, progress=False)
+    assert [(g.index, g.example.id, len(g)) for g in groups] == [(0, EXAMPLES[0].id, 4), (1, EXAMPLES[1].id, 4)]
+    assert all(t.done and t.question_index == g.index for g in groups for t in g.trajectories)
+    assert all(t.reward == FORMAT_PENALTY and t.advantage == 0.0 and not t.exact_match
+               for g in groups for t in g.trajectories)  # nothing scored yet
+    assert groups.stats.trajectories == 8 and groups.stats.end_reasons["answer"] == 4
+    # scoring is a separate stage: the same numbers rollout_batch gives
+    score(groups, exact_match_reward)
+    assert assign_advantages(groups) == 0
+    assert [t.reward for t in groups[0].trajectories] == [1.0, 1.0, -0.1, -0.1]
+    assert groups[0].advantages[0] == pytest.approx(0.55) and not groups[0].degenerate
+    assert groups_of([t for g in groups for t in g.trajectories])[1].trajectories == groups[1].trajectories
 
 
 def test_the_final_answer_is_scored_only_when_the_branch_ended_on_an_answer(tokenizer):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import helpers.rollout as rollout_module
 from helpers.data import SearchExample
+from helpers.reward import GroupRewards
 from helpers.search.types import SearchItem, SearchResult, SearchStats
 
 pytestmark = pytest.mark.slow
@@ -32,10 +32,8 @@ class TinySearch:
         return result
 
 
-def fixed_reward(trajectory):
-    trajectory.reward = 1.0 if trajectory.group_index == 0 else 0.0
-    trajectory.valid_format = True
-    trajectory.exact_match = trajectory.group_index == 0
+def fixed_reward(group):
+    return GroupRewards([1.0 if t.group_index == 0 else 0.0 for t in group.trajectories])
 
 
 def test_one_grpo_step_updates_the_policy_and_resumes(tmp_path, monkeypatch, small_model_name):
@@ -44,7 +42,6 @@ def test_one_grpo_step_updates_the_policy_and_resumes(tmp_path, monkeypatch, sma
     torch.set_num_threads(2)
     from helpers.train import TrainConfig, open_session, train
 
-    monkeypatch.setattr(rollout_module, "score_trajectory", fixed_reward)
     config = TrainConfig(
         model=small_model_name, backend="local", max_steps=1, questions_per_batch=1, group_size=2,
         max_search_calls=1, max_assistant_turns=1, max_assistant_tokens=6, max_tool_response_tokens=200,
@@ -56,7 +53,7 @@ def test_one_grpo_step_updates_the_policy_and_resumes(tmp_path, monkeypatch, sma
     before = [p.detach().clone() for p in params]
 
     seen = []
-    summary = train(config, on_step=seen.append, session=session, progress=False)
+    summary = train(config, on_step=seen.append, session=session, progress=False, reward_fn=fixed_reward)
 
     assert summary["finished"] and summary["steps_done"] == 1
     metrics = seen[0]

@@ -8,12 +8,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import helpers.rollout as rollout_module
+import helpers.train as train_module
 from helpers.data import SearchExample
-from helpers.rollout import AssistantTurn, Trajectory
+from helpers.reward import assign_advantages, score
+from helpers.rollout import AssistantTurn, RolloutGroups, RolloutStats, Trajectory, groups_of
 from helpers.train import RunDir, TrainConfig, TrainingSession, batch_for_step, train
 
-EXAMPLES = [SearchExample(id=f"q{i}", question=f"question {i}?", answers=["a"], data_source="nq") for i in range(7)]
+EXAMPLES = [SearchExample(id=f"q{i}", question=f"question {i}?", answers=["right"], data_source="nq") for i in range(7)]
 
 
 class FakeTrainer:
@@ -49,7 +50,9 @@ class FakeTrainer:
 
 
 def fake_rollout(calls, crash_at=None):
-    def rollout_batch(sampling_client, tokenizer, search_client, examples, config, progress=False):
+    """rollout_groups double: finished, unscored groups; only branch 0 of question 0 answers right."""
+
+    def rollout_groups(sampling_client, tokenizer, search_client, examples, config, progress=False):
         step = len(calls)
         if crash_at is not None and step == crash_at:
             raise KeyboardInterrupt("killed mid-step")
@@ -59,15 +62,21 @@ def fake_rollout(calls, crash_at=None):
             for g in range(config.group_size):
                 turn = AssistantTurn(prompt_tokens=[1, 2, 3], completion_tokens=[4, 5], logprobs=[-0.5, -0.25], text="")
                 t = Trajectory(example=example, group_index=g, messages=[], question_index=qi, turns=[turn])
-                t.reward = float(g == 0 and qi == 0)  # question 0 learns, the others are degenerate
-                t.exact_match = t.reward == 1.0
-                t.valid_format = True
+                t.final_text = "Answer: right" if g == 0 and qi == 0 else "Answer: wrong"  # others: degenerate
+                t.end_reason = "answer"
                 t.search_calls = g
                 out.append(t)
-        rollout_module.assign_group_advantages(out)
-        return out
+        groups = RolloutGroups(groups_of(out))
+        groups.stats = RolloutStats(questions=len(examples), trajectories=len(out))
+        return groups
 
-    return rollout_batch
+    return rollout_groups
+
+
+def scored(groups):
+    score(groups)
+    assign_advantages(groups)
+    return [t for group in groups for t in group.trajectories]
 
 
 def session_for(tmp_path, log, config):
@@ -87,7 +96,7 @@ def test_step_order_metrics_and_kill_resume(tmp_path, monkeypatch):
 
     # Uninterrupted reference run: which questions each step sees.
     reference_calls: list = []
-    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout(reference_calls))
+    monkeypatch.setattr(train_module, "rollout_groups", fake_rollout(reference_calls))
     ref_log: list = []
     ref_config = TrainConfig(**{**config.__dict__, "out": str(tmp_path / "ref")})
     summary = train(ref_config, session=session_for(tmp_path, ref_log, ref_config), progress=False)
@@ -101,7 +110,7 @@ def test_step_order_metrics_and_kill_resume(tmp_path, monkeypatch):
 
     # Killed during step 3 (0-based). save_every=2: the last checkpoint holds steps 0-1; step 2 finished unsaved.
     calls: list = []
-    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout(calls, crash_at=3))
+    monkeypatch.setattr(train_module, "rollout_groups", fake_rollout(calls, crash_at=3))
     log: list = []
     with pytest.raises(KeyboardInterrupt):
         train(config, session=session_for(tmp_path, log, config), progress=False)
@@ -111,7 +120,7 @@ def test_step_order_metrics_and_kill_resume(tmp_path, monkeypatch):
 
     # Resume in a "new process": starts from the step-2 checkpoint, replays step 2, same questions.
     resumed_calls: list = []
-    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout(resumed_calls))
+    monkeypatch.setattr(train_module, "rollout_groups", fake_rollout(resumed_calls))
     log2: list = []
     summary = train(config, session=session_for(tmp_path, log2, config), progress=False)
     assert ("load", "fake://run-step00002") in log2
@@ -123,7 +132,7 @@ def test_step_order_metrics_and_kill_resume(tmp_path, monkeypatch):
 
 def test_metrics_row_has_the_seed_fields(tmp_path, monkeypatch):
     calls: list = []
-    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout(calls))
+    monkeypatch.setattr(train_module, "rollout_groups", fake_rollout(calls))
     seen: list = []
     config = TrainConfig(max_steps=1, questions_per_batch=2, group_size=4, save_every=0, out=str(tmp_path / "m"))
     train(config, on_step=seen.append, session=session_for(tmp_path, [], config), progress=False)
@@ -148,8 +157,8 @@ def test_metrics_row_has_the_seed_fields(tmp_path, monkeypatch):
 
 
 def test_mixed_batches_log_exact_match_and_second_searches_per_source(tmp_path, monkeypatch):
-    monkeypatch.setattr(rollout_module, "rollout_batch", fake_rollout([]))
-    mixed = [SearchExample(id="h0", question="q?", answers=["a"], data_source="hotpotqa"), *EXAMPLES[:1]]
+    monkeypatch.setattr(train_module, "rollout_groups", fake_rollout([]))
+    mixed = [SearchExample(id="h0", question="q?", answers=["right"], data_source="hotpotqa"), *EXAMPLES[:1]]
     config = TrainConfig(max_steps=1, questions_per_batch=2, group_size=4, save_every=0, out=str(tmp_path / "s"),
                          balance_sources=True)
     session = session_for(tmp_path, [], config)
@@ -169,7 +178,7 @@ def test_a_skipped_optimiser_step_is_reported(capsys):
 
     from helpers.train import build_training_datums, optimise
 
-    trajectories = fake_rollout([])(None, None, None, EXAMPLES[:1], SimpleNamespace(group_size=4))
+    trajectories = scored(fake_rollout([])(None, None, None, EXAMPLES[:1], SimpleNamespace(group_size=4)))
     datums = build_training_datums(trajectories)
     for grad_norm, skipped in ((float("nan"), 1.0), (0.5, 0.0)):
         trainer = FakeTrainer([])

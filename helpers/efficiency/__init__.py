@@ -25,27 +25,20 @@ Design decisions the seed leaves open (each one is tested in tests/test_efficien
    self-anchored fallback; the hard cap then never fires).
 5. Effective calls are clipped at 0 (c - failed >= 0 even if a count was recorded oddly).
 
-Also here: budget-forced evaluation (`budget_sweep`, the tool-efficiency curve), a GRPO step with
-the gated reward (`reward_step`, `train_with_reward`; an adapter until helpers.train has a reward
-hook), the notebook widgets and exercise checkers, and a command line:
+Also here: budget-forced evaluation (`budget_sweep`, the tool-efficiency curve), the gated reward as
+a reward function of the training step (`GatedReward`, registered as "gated": `TrainConfig(reward=
+"gated")`), a comparison of both rewards through that one step (`train_with_reward`), the notebook
+widgets and exercise checkers, and a command line:
 
     python -m helpers.efficiency compare ...   # GRPO with exact match and with the gated reward
     python -m helpers.efficiency budget ...    # accuracy and tokens vs search budget b = 0..10
 
 Modules: rewards (the gated reward and its penalties), budget (budget-forced evaluation),
-training (GRPO with the gated reward), widgets (notebook views and exercise checks), cli.
+training (GRPO runs with either reward), widgets (notebook views and exercise checks), cli.
 Every name is re-exported here: use `from helpers import efficiency as eff; eff.<name>`.
 """
 
 from __future__ import annotations
-
-# the single-file module had these at top level too; kept so no attribute disappears
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
-
-import numpy as np
 
 from helpers.efficiency.budget import (
     BUDGETS,
@@ -59,21 +52,22 @@ from helpers.efficiency.budget import (
 )
 from helpers.efficiency.cli import main, sampling_client_for
 from helpers.efficiency.rewards import (
+    COMPONENTS,
     EfficiencyBreakdown,
     EfficiencyConfig,
+    GatedReward,
     PreferenceFn,
-    _as_rng,
     apply_efficiency_rewards,
     apply_efficiency_rewards_batch,
     baseline_range,
     effective_calls,
     failed_calls_of,
     gated_reward,
+    gated_reward_fn,
     generated_length,
-    group_by_question,
+    group_rng,
     length_baselines,
     length_penalties,
-    make_group_reward_fn,
     sample_tool_baseline,
     score_group,
     tool_penalties,
@@ -81,15 +75,12 @@ from helpers.efficiency.rewards import (
 from helpers.efficiency.training import (
     REWARDS,
     ReferenceLengths,
-    _score_only,
+    comparison_reward,
     load_metrics,
     plot_reward_comparison,
-    reward_step,
     train_with_reward,
 )
 from helpers.efficiency.widgets import (
-    _numbers,
-    _report,
     breakdown_html,
     budget_curve_widget,
     check_best_budget,

@@ -27,7 +27,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
 
     # `package.<name>`: looked up on helpers.efficiency, so tests can patch eff.<name> as before
     from helpers import efficiency as package
-    from helpers.train import TrainConfig, add_config_arguments, config_from_args
+    from helpers.runs import add_config_arguments, config_from_args
+    from helpers.train import TrainConfig
 
     parser = argparse.ArgumentParser(prog="python -m helpers.efficiency")
     sub = parser.add_subparsers(dest="command", required=True)

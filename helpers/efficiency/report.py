@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 COMPARED = ("search_calls_mean", "multi_search_share", "assistant_tokens_mean", "trajectory_tokens_mean",
-            "exact_match", "reward_mean_used", "eff/pen_tool_mean", "eff/pen_len_mean",
+            "exact_match", "reward_mean", "eff/pen_tool_mean", "eff/pen_len_mean",
             "degenerate_group_share", "mismatch/kl_k3", "time_step")
 
 

@@ -1,16 +1,20 @@
 """The gated reward R = r_base * s - pen_eff with group-anchored tool-call and length penalties.
 
-The design decisions the seed leaves open are listed in the package docstring.
+The design decisions the seed leaves open are listed in the package docstring. `GatedReward` is
+the reward as a reward function of a group, registered as "gated" for `TrainConfig.reward`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
+
+from helpers.reward import GroupRewards, group_advantages, outcome_reward, register_reward
+from helpers.rollout import groups_of
 
 PreferenceFn = Callable[[Any], float]
 
@@ -234,9 +238,9 @@ def score_group(
                 valid_format=valid[i],
             )
         )
-    mean = sum(r.reward for r in rows) / n
-    for r in rows:
-        r.advantage = r.reward - mean  # the Search-R1 group baseline (seed 000, 8.3.5)
+    # the group baseline of Happy-LLM §8.3.5, exactly 0 for a group whose rewards are all equal
+    for r, advantage in zip(rows, group_advantages([r.reward for r in rows])):
+        r.advantage = advantage
     return rows
 
 
@@ -287,13 +291,6 @@ def apply_efficiency_rewards(
     return rows
 
 
-def group_by_question(trajectories: Sequence[Any]) -> dict[int, list[Any]]:
-    groups: dict[int, list[Any]] = {}
-    for t in trajectories:
-        groups.setdefault(t.question_index, []).append(t)
-    return groups
-
-
 def apply_efficiency_rewards_batch(
     trajectories: Sequence[Any],
     *,
@@ -309,30 +306,73 @@ def apply_efficiency_rewards_batch(
     reference_lengths maps question_index to one reference length per group member.
     """
     rows: list[EfficiencyBreakdown] = []
-    for q, group in group_by_question(trajectories).items():
-        refs = None if reference_lengths is None else reference_lengths.get(q)
-        rng = np.random.default_rng([config.seed, step, q])
-        rows.extend(
-            apply_efficiency_rewards(
-                group, config=config, preference_fn=preference_fn, reference_lengths=refs, rng=rng
-            )
-        )
+    for group in groups_of(trajectories, step):
+        refs = None if reference_lengths is None else reference_lengths.get(group.index)
+        rows.extend(apply_efficiency_rewards(group.trajectories, config=config, preference_fn=preference_fn,
+                                             reference_lengths=refs, rng=group_rng(config, group)))
     return rows
 
 
-def make_group_reward_fn(
-    config: EfficiencyConfig = EfficiencyConfig(),
-    preference_fn: PreferenceFn | None = None,
-) -> Callable[..., list[EfficiencyBreakdown]]:
-    """A hook for a training loop: call it on a finished rollout batch (and the step number)."""
+def group_rng(config: EfficiencyConfig, group: Any) -> np.random.Generator:
+    """The tool baseline's generator of one group: seeded by (config.seed, step, question)."""
+    return np.random.default_rng([config.seed, group.step, group.index])
 
-    def hook(trajectories: Sequence[Any], step: int = 0, reference_lengths=None):
-        return apply_efficiency_rewards_batch(
-            trajectories,
-            config=config,
-            preference_fn=preference_fn,
-            reference_lengths=reference_lengths,
-            step=step,
+
+# ---------------------------------------------------------------- as a reward function
+
+COMPONENTS = ("pen_tool", "pen_len", "pen_eff", "effective_calls", "length")
+
+
+class GatedReward:
+    """The gated reward as a reward function of a group (`helpers.reward.score` calls it).
+
+    `use=False` keeps the plain exact-match reward and only logs the gated terms (the baseline run
+    of a comparison, so both runs log the same metrics). `reference` (a `ReferenceLengths`) gives
+    the seed's reference lengths, sampled once per question by a frozen policy; without it each
+    group's own lengths are the reference.
+    """
+
+    def __init__(self, config: EfficiencyConfig = EfficiencyConfig(), *, preference_fn: PreferenceFn | None = None,
+                 reference: Any = None, use: bool = True) -> None:
+        self.config = config
+        self.preference_fn = preference_fn
+        self.reference = reference
+        self.use = use
+        self.references: dict[str, list[float]] = {}
+
+    def prepare(self, groups: Sequence[Any]) -> None:
+        if self.reference is not None:
+            self.references = self.reference.for_groups(groups)
+
+    def __call__(self, group: Any) -> GroupRewards:
+        trajectories = group.trajectories
+        rows = score_group(
+            r_base=[int(bool(t.exact_match)) for t in trajectories],
+            calls=[int(t.search_calls) for t in trajectories],
+            lengths=[generated_length(t) for t in trajectories],
+            failed=[failed_calls_of(t) for t in trajectories],
+            preferences=None if self.preference_fn is None else [float(self.preference_fn(t)) for t in trajectories],
+            reference_lengths=self.references.get(group.example.id),
+            valid_format=[bool(t.valid_format) for t in trajectories],
+            config=self.config,
+            rng=group_rng(self.config, group),
         )
+        components = {f"eff/{name}_mean": [float(getattr(row, name)) for row in rows] for name in COMPONENTS}
+        components["eff/gated_reward_mean"] = [row.reward for row in rows]
+        if self.use:
+            rewards = [row.reward for row in rows]
+        else:
+            rewards = [outcome_reward(t.valid_format, t.exact_match) for t in trajectories]
+        return GroupRewards(rewards, components)
 
-    return hook
+
+def gated_reward_fn(**options: Any) -> GatedReward:
+    """The registered factory: `options` are EfficiencyConfig fields (`lambda_tool=0.3`, ...)."""
+    names = {f.name for f in fields(EfficiencyConfig)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise ValueError(f"the gated reward has no option {unknown}; options: {sorted(names)}")
+    return GatedReward(EfficiencyConfig(**options))
+
+
+register_reward("gated", gated_reward_fn)

@@ -1,92 +1,52 @@
-"""A GRPO step and a short run with the gated reward; metrics loading and plots."""
+"""GRPO with the plain and with the gated reward, through the one training step; metrics plots.
+
+A comparison run is `helpers.train.train` with a reward function: `GatedReward(use=False)` for
+the plain run (exact match, with every gated term logged so both runs are comparable) and
+`GatedReward()` for the gated one, plus a `MismatchObserver` that measures the sampler/trainer
+mismatch before each update.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from helpers.efficiency.rewards import EfficiencyConfig, apply_efficiency_rewards_batch, generated_length
-
-# ADAPTER (until helpers.train offers a reward hook): the same step as helpers.train.train_step,
-# with the gated reward applied between rollout_batch and build_training_datums, and the
-# sampler/trainer mismatch measured (one forward) before the update.
+from helpers.efficiency.rewards import EfficiencyConfig, GatedReward, generated_length
+from helpers.mismatch import MismatchObserver
+from helpers.rollout import rollout_batch
+from helpers.runs import RunDir, read_jsonl, write_json
+from helpers.train import open_session, train
 
 REWARDS = ("exact_match", "gated")
 
 
-def reward_step(
-    session: Any,
-    batch: Sequence[Any],
-    step: int,
-    *,
-    reward: str = "gated",
-    efficiency: EfficiencyConfig = EfficiencyConfig(format_penalty=0.1),
-    mismatch_history: Any = None,
-    reference_lengths: dict[int, Sequence[float]] | None = None,
-) -> tuple[dict[str, Any], list[Any]]:
-    """One GRPO step (seed order) with the chosen reward; returns (metrics, trajectories)."""
-    import time
-
-    from helpers import mismatch as mm
-    from helpers.rollout import rollout_batch
-    from helpers.train import adam_for, build_training_datums, optimise, rollout_metrics
-
+def comparison_reward(reward: str, efficiency: EfficiencyConfig, reference: Any = None) -> GatedReward:
+    """The reward function of one comparison run: 'exact_match' (gated terms only logged) or 'gated'."""
     if reward not in REWARDS:
         raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
-    config = session.config
-    client = session.training_client
-    started = time.perf_counter()
-    sampling_client = client.save_weights_and_get_sampling_client()
-    trajectories = rollout_batch(
-        sampling_client, session.tokenizer, session.search_client, list(batch),
-        config.rollout_config(step), progress=False,
-    )
-    rolled = time.perf_counter()
-    metrics: dict[str, Any] = {"step": step, "reward_kind": reward}
-    metrics.update(rollout_metrics(trajectories))  # plain-reward view, before any rewrite
-    # the gated terms are computed (and logged) for both runs, so the two are comparable
-    scoring = apply_efficiency_rewards_batch if reward == "gated" else _score_only
-    rows = scoring(trajectories, config=efficiency, reference_lengths=reference_lengths, step=step)
-    n = max(len(rows), 1)
-    for key in ("pen_tool", "pen_len", "pen_eff", "effective_calls", "length"):
-        metrics[f"eff/{key}_mean"] = sum(getattr(r, key) for r in rows) / n
-    metrics["eff/gated_reward_mean"] = sum(r.reward for r in rows) / n
-    metrics["reward_mean_used"] = float(np.mean([t.reward for t in trajectories])) if trajectories else 0.0
-    if mismatch_history is not None:
-        stats, new, old = mm.measure_step(client, trajectories, step=step)
-        if new.size:
-            mismatch_history.add(step, new, old)
-        for key in ("tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "max_abs_log_ratio", "share_outside_band"):
-            metrics[f"mismatch/{key}"] = getattr(stats, key)
-        for key, value in stats.ratio_quantiles.items():
-            metrics[f"mismatch/ratio_{key}"] = value
-    measured = time.perf_counter()
-    datums = build_training_datums(trajectories)
-    metrics.update(
-        optimise(client, datums, total_samples=len(trajectories), adam_params=adam_for(config),
-                 max_datums=config.micro_batch_datums, max_tokens=config.micro_batch_tokens)
-    )
-    done = time.perf_counter()
-    metrics.update(time_rollout=rolled - started, time_mismatch=measured - rolled,
-                   time_training=done - measured, time_step=done - started)
-    return metrics, trajectories
+    return GatedReward(efficiency, reference=reference, use=reward == "gated")
 
 
 class ReferenceLengths:
     """Generated lengths of a frozen reference policy, group_size samples per question, cached."""
 
-    def __init__(self, sampling_client: Any, tokenizer: Any, search_client: Any) -> None:
+    def __init__(self, sampling_client: Any, tokenizer: Any, search_client: Any,
+                 rollout_config: Callable[[int], Any] | None = None) -> None:
         self.sampling_client = sampling_client
         self.tokenizer = tokenizer
         self.search_client = search_client
+        self.rollout_config = rollout_config  # step -> RolloutConfig, for `for_groups`
         self.cache: dict[str, list[int]] = {}
 
     def for_batch(self, batch: Sequence[Any], rollout_config: Any) -> dict[int, list[int]]:
-        from helpers.rollout import rollout_batch
-
+        """Reference lengths per position in `batch`; questions not seen before are sampled at once."""
         missing = list({ex.id: ex for ex in batch if ex.id not in self.cache}.values())
         if missing:
             done = rollout_batch(self.sampling_client, self.tokenizer, self.search_client, missing,
@@ -95,13 +55,14 @@ class ReferenceLengths:
                 self.cache[ex.id] = [max(generated_length(t), 1) for t in done if t.question_index == qi]
         return {qi: self.cache[ex.id] for qi, ex in enumerate(batch)}
 
-
-def _score_only(trajectories, *, config, reference_lengths=None, step=0):
-    """The gated breakdown of a batch without touching rewards/advantages (for the plain run)."""
-    import copy
-
-    shadow = [copy.copy(t) for t in trajectories]
-    return apply_efficiency_rewards_batch(shadow, config=config, reference_lengths=reference_lengths, step=step)
+    def for_groups(self, groups: Sequence[Any]) -> dict[str, list[int]]:
+        """Reference lengths by question id for a step's groups (the `GatedReward.prepare` hook)."""
+        if self.rollout_config is None:
+            raise ValueError("ReferenceLengths needs rollout_config (step -> RolloutConfig) to sample for groups")
+        examples = [group.example for group in groups]
+        step = groups[0].step if groups else 0
+        self.for_batch(examples, self.rollout_config(step))
+        return {ex.id: self.cache[ex.id] for ex in examples}
 
 
 def train_with_reward(
@@ -121,78 +82,59 @@ def train_with_reward(
     length_reference: 'group' (the group's own lengths, no extra cost) or 'initial' (the seed's
     definition: a frozen copy of the starting policy generates group_size answers per question,
     once per question, and their lengths are the references — one extra rollout per new question).
-    Starts fresh every time (no resume); the final weights are saved for a sampler and their path
-    is in the returned summary (for the budget sweep).
+    Starts fresh every time (no resume). The run's heavy state (checkpoints, final sampler weights)
+    goes to `work` (default runs/efficiency/<out name>), what is worth keeping to `out`: metrics,
+    log_ratios.npz, summary.json, whose `sampler_path` the budget sweep reads.
     """
-    import dataclasses
-    import json
-    import time
-    from pathlib import Path
-
-    from tqdm.auto import tqdm
-
-    from helpers import mismatch as mm
-    from helpers.train import batch_for_step, open_session, out_of_time
-
-    config = dataclasses.replace(config, resume=False)
-    session = session or open_session(config)
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    metrics_path = out / "metrics.jsonl"
-    metrics_path.write_text("")
-    history = mm.MismatchHistory() if measure_mismatch else None
     if length_reference not in ("group", "initial"):
         raise ValueError(f"length_reference must be 'group' or 'initial', got {length_reference!r}")
+    out = Path(config.out)
+    work_dir = Path(work or Path("runs") / "efficiency" / out.name)
+    run_config = dataclasses.replace(config, resume=False, out=str(work_dir), save_every=0)
+    if session is None:
+        session = open_session(run_config)
+    else:  # a session opened by the caller: run it fresh in the work folder
+        session.config, session.run, session.start_step = run_config, RunDir(work_dir), 0
+        for stale in (session.run.metrics, session.run.checkpoints):
+            stale.unlink(missing_ok=True)
     reference = None
     if length_reference == "initial":
         reference = ReferenceLengths(session.training_client.save_weights_and_get_sampling_client(),
-                                     session.tokenizer, session.search_client)
-    rows: list[dict] = []
+                                     session.tokenizer, session.search_client, run_config.rollout_config)
+    observer = MismatchObserver() if measure_mismatch else None
     started = time.perf_counter()
-    for step in tqdm(range(config.max_steps), desc=f"GRPO ({reward})", disable=not progress):
-        if config.max_minutes is not None and out_of_time(time.perf_counter() - started,
-                                                          [r["time_step"] for r in rows], config.max_minutes * 60):
-            break
-        batch = batch_for_step(session.examples, step, config.questions_per_batch, config.seed,
-                               config.balance_sources)
-        refs = None if reference is None else reference.for_batch(batch, config.rollout_config(step))
-        metrics, _ = reward_step(session, batch, step, reward=reward, efficiency=efficiency,
-                                 mismatch_history=history, reference_lengths=refs)
-        rows.append(metrics)
-        with metrics_path.open("a") as f:
-            f.write(json.dumps(metrics, default=float) + "\n")
-        if on_step is not None:
-            on_step(metrics)
-    if history is not None and history.log_ratios:
-        np.savez_compressed(out / "log_ratios.npz", **{f"step{k}": v for k, v in history.log_ratios.items()})
-    from helpers.train import materialise_checkpoint
-
-    response = session.training_client.save_weights_for_sampler(f"{out.name}-final")
-    response = response.result() if hasattr(response, "result") else response
-    # weights go to the git-ignored runs/ folder, metrics to `out`
-    sampler_path = materialise_checkpoint(str(getattr(response, "path", response)),
-                                          Path(work or Path("runs") / "efficiency" / out.name) / "sampler")
-    summary = {
+    summary = train(run_config, on_step=on_step, session=session, progress=progress,
+                    reward_fn=comparison_reward(reward, efficiency, reference),
+                    observers=[observer] if observer else [])
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(work_dir / "metrics.jsonl", out / "metrics.jsonl")
+    if observer is not None and observer.history.log_ratios:
+        np.savez_compressed(out / "log_ratios.npz",
+                            **{f"step{k}": v for k, v in observer.history.log_ratios.items()})
+    result = {
         "reward": reward,
-        "steps_done": len(rows),
+        "steps_done": summary["steps_done"],
         "seconds": time.perf_counter() - started,
-        "sampler_path": sampler_path,
+        "sampler_path": summary.get("sampler_path"),
         "model": config.resolved_model(),
         "efficiency": asdict(efficiency),
-        "train": {k: v for k, v in asdict(config).items()},
+        "train": asdict(config),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    return summary
+    write_json(out / "summary.json", result)
+    return result
 
 
-def load_metrics(out: str | Any) -> list[dict]:
-    import json
-    from pathlib import Path
+def load_metrics(out: str | Path) -> list[dict]:
+    """The metrics rows of a recorded run folder ([] when it has none).
 
-    path = Path(out) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    `reward_mean` is the mean of the reward the run trained on; older rows kept that number in
+    `reward_mean_used` (and the exact-match reward in `reward_mean`), read here as today's name.
+    """
+    rows = read_jsonl(Path(out) / "metrics.jsonl")
+    for row in rows:
+        if "reward_mean_used" in row:
+            row["reward_mean"] = row.pop("reward_mean_used")
+    return rows
 
 
 def plot_reward_comparison(runs: dict[str, Sequence[dict]], axes=None):

@@ -117,7 +117,8 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
     import pytrio as trio
 
     from helpers.protocol import build_messages, build_prompt, stop_token_ids, template_family
-    from helpers.rollout import Trajectory, consume_assistant, finish_search, score_trajectory
+    from helpers.reward import score
+    from helpers.rollout import Trajectory, consume_assistant, finish_search, groups_of
 
     if sampler is None or tokenizer is None:
         current = engine()
@@ -141,7 +142,7 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
         if finish_search(pending, search.search(pending.query), tokenizer, config):
             break
         prompt = trajectory.next_prompt_tokens
-    score_trajectory(trajectory)
+    score(groups_of([trajectory]))
     return trajectory
 
 

@@ -283,7 +283,7 @@ def check_micro_batch_weights(sizes: Sequence[int], guess: Any) -> Verdict:
 
 # --------------------------------------------------------------------------- 09 training
 
-STEP_ORDER = ["save_weights_and_get_sampling_client", "rollout_batch", "build_training_datums",
+STEP_ORDER = ["save_weights_and_get_sampling_client", "rollout_groups", "build_training_datums",
               "pack_micro_batches", "forward_backward", "optim_step"]
 
 

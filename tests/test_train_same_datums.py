@@ -1,0 +1,83 @@
+"""A GRPO step on the small model gives the same datums as the recorded step, for a fixed seed.
+
+The fixture was recorded from the training step before it was split into stages (rollout,
+score, advantages, datums); the rewards are fixed per branch so the groups carry signal even
+though an untrained 135M model never answers right. Same questions, seed and budgets: the
+rollout must sample the same tokens, and every datum must carry the same tokens, logprobs and
+advantages.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers.data import SearchExample
+from helpers.reward import GroupRewards
+from helpers.search.types import SearchItem, SearchResult, SearchStats
+
+pytestmark = pytest.mark.slow
+
+FIXTURE = Path(__file__).parent / "fixtures" / "grpo_step_smollm2.json"
+BRANCH_REWARDS = [1.0, 0.0, 0.0, 0.5]
+
+
+class TinySearch:
+    name = "tiny"
+
+    def __init__(self):
+        self.stats = SearchStats()
+
+    def search(self, query):
+        result = SearchResult(ok=True, items=[SearchItem(title="Paris", content="Paris is the capital of France.")],
+                              latency=0.0)
+        self.stats.record(result)
+        return result
+
+
+def branch_reward(group):
+    return GroupRewards([BRANCH_REWARDS[t.group_index] for t in group.trajectories])
+
+
+def test_a_grpo_step_gives_the_recorded_datums(tmp_path, monkeypatch, small_model_name):
+    import torch
+
+    import helpers.train as train_module
+    from helpers.train import TrainConfig, open_session, train_step
+
+    torch.set_num_threads(2)
+    expected = json.loads(FIXTURE.read_text())
+    config = TrainConfig(
+        model=small_model_name, backend="local", max_steps=1, questions_per_batch=2, group_size=4,
+        max_search_calls=1, max_assistant_turns=2, max_assistant_tokens=12, max_tool_response_tokens=200,
+        max_trajectory_tokens=1024, lora_rank=4, learning_rate=1e-3, save_every=0, seed=3,
+        out=str(tmp_path / "run"), resume=False,
+    )
+    examples = [SearchExample(id="t1", question="What is the capital of France?", answers=["Paris"], data_source="nq"),
+                SearchExample(id="t2", question="Who wrote Hamlet?", answers=["Shakespeare"], data_source="nq")]
+    session = open_session(config, search_client=TinySearch(), examples=examples)
+    built = []
+    original = train_module.build_training_datums
+    monkeypatch.setattr(train_module, "build_training_datums",
+                        lambda trajectories, *a, **k: built.append(original(trajectories, *a, **k)) or built[-1])
+    metrics, groups = train_step(session.training_client, session.tokenizer, session.search_client, examples,
+                                 config, 0, reward_fn=branch_reward)
+
+    trajectories = [t for group in groups for t in group.trajectories]
+    assert [t.reward for t in trajectories] == expected["rewards"]
+    assert [t.advantage for t in trajectories] == pytest.approx(expected["advantages"], abs=1e-12)
+    assert [t.end_reason for t in trajectories] == expected["end_reasons"]
+    assert [t.search_calls for t in trajectories] == expected["search_calls"]
+    for key, value in expected["metrics"].items():
+        assert metrics[key] == value, key
+    (datums,) = built
+    assert len(datums) == len(expected["datums"])
+    for item, want in zip(datums, expected["datums"]):
+        inputs = item.datum.loss_fn_inputs
+        assert item.datum.model_input.to_ints() == want["input"]
+        assert inputs["target_tokens"].to_numpy().tolist() == want["target"]
+        np.testing.assert_allclose(inputs["logprobs"].to_numpy(), want["logprobs"], atol=1e-5)
+        np.testing.assert_array_equal(inputs["advantages"].to_numpy(), np.asarray(want["advantages"], np.float32))
