@@ -123,7 +123,9 @@ def _shared_questions(sft: SFTConfig, grpo: TrainConfig) -> int:
     return sum(e.id in scripted for e in trained)
 
 
-def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequence[str] = ()) -> Plan:
+def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequence[str] = (),
+              tracker: str | None = None) -> Plan:
+    """The three stages' configs: the preset, then `tracker` for every stage, then `overrides`."""
     if preset not in PRESETS:
         raise SystemExit(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     spec = PRESETS[preset]
@@ -135,7 +137,8 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
     eval_common = {k: v for k, v in common.items() if k != "lora_rank"}
     evaluation = EvalConfig(**{**eval_common, **spec["eval"]})
     grpo_minutes = float(spec["run"]["grpo_minutes"])
-    for item in overrides:
+    tracked = [f"{stage}.tracker={tracker}" for stage in ("sft", "grpo", "eval")] if tracker else []
+    for item in [*tracked, *overrides]:
         key, _, value = item.partition("=")
         section, _, name = key.partition(".")
         target = {"sft": sft, "grpo": grpo, "eval": evaluation}.get(section)
@@ -382,8 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="mirror SFT, GRPO and evaluation metrics to a tracker (= --set <stage>.tracker=...)")
     args = parser.parse_args(argv)
     out = args.out or f"results/{args.preset}"
-    tracked = [f"{stage}.tracker={args.tracker}" for stage in ("sft", "grpo", "eval")] if args.tracker else []
-    plan = make_plan(args.preset, out, args.work, [*tracked, *args.overrides])
+    plan = make_plan(args.preset, out, args.work, args.overrides, tracker=args.tracker)
     plan.out.mkdir(parents=True, exist_ok=True)
     with (plan.out / "commands.txt").open("a") as handle:
         handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  python -m helpers.experiment {' '.join(argv)}\n")

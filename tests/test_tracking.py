@@ -393,3 +393,46 @@ def test_an_evaluation_sends_its_summary_table(tmp_path, monkeypatch):
     assert [e.value for e in events.Scalars("eval/em_strict")] == [0.5]
     assert [e.value for e in events.Scalars("eval/multi_search_share")] == [0.5]
     assert "| nq | 2 | 0.5 |" in tensorboard_text(events, "eval/summary")
+
+
+def test_a_grpo_run_mirrors_every_jsonl_number_to_the_tracker(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    import helpers.train as train_module
+    from helpers.train import TrainConfig, train
+    from test_train_loop import fake_rollout, session_for
+
+    monkeypatch.setenv("COURSE_TRACKING_DIR", str(tmp_path / "board"))
+    monkeypatch.setattr(train_module, "rollout_groups", fake_rollout([]))
+    config = TrainConfig(max_steps=3, questions_per_batch=2, group_size=2, save_every=0,
+                         out=str(tmp_path / "exp" / "grpo"), tracker="tensorboard")
+    train(config, session=session_for(tmp_path, [], config), progress=False)
+
+    rows = [json.loads(line) for line in (tmp_path / "exp" / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    events = read_tensorboard(tmp_path / "board" / "exp" / "grpo")
+    expected = {row["step"]: scalars(row) for row in rows}
+    assert set(events.Tags()["scalars"]) == set().union(*expected.values())
+    for tag in events.Tags()["scalars"]:
+        assert {e.step: e.value for e in events.Scalars(tag)} == {
+            step: pytest.approx(values[tag], rel=1e-6, abs=1e-30) for step, values in expected.items() if tag in values}
+    assert "train.tracker" in tensorboard_text(events, "config")
+
+
+def test_the_switch_is_a_flag_of_every_command_line():
+    import argparse
+
+    from helpers.eval import EvalConfig
+    from helpers.experiment import main as experiment_main
+    from helpers.experiment import make_plan
+    from helpers.runs import add_config_arguments, config_from_args
+    from helpers.sft import SFTConfig
+    from helpers.train import TrainConfig
+
+    for cls in (TrainConfig, SFTConfig, EvalConfig):  # helpers.train / sft / eval / efficiency compare
+        parser = argparse.ArgumentParser()
+        add_config_arguments(parser, cls)
+        assert cls().tracker == "none"
+        assert config_from_args(cls, parser.parse_args(["--tracker", "swanlab"])).tracker == "swanlab"
+    with pytest.raises(SystemExit):
+        experiment_main(["--preset", "cpu-dry", "--tracker", "wandb"])
+    plan = make_plan("cpu-dry", "results/x", tracker="tensorboard", overrides=["eval.tracker=swanlab"])
+    assert (plan.sft.tracker, plan.grpo.tracker, plan.eval.tracker) == ("tensorboard", "tensorboard", "swanlab")
