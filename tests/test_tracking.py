@@ -436,3 +436,33 @@ def test_the_switch_is_a_flag_of_every_command_line():
         experiment_main(["--preset", "cpu-dry", "--tracker", "wandb"])
     plan = make_plan("cpu-dry", "results/x", tracker="tensorboard", overrides=["eval.tracker=swanlab"])
     assert (plan.sft.tracker, plan.grpo.tracker, plan.eval.tracker) == ("tensorboard", "tensorboard", "swanlab")
+
+
+def test_a_budget_sweep_sends_one_curve_per_policy_over_the_budget(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    from types import SimpleNamespace
+
+    import helpers.data
+    import helpers.engine
+    import helpers.search
+    from helpers import efficiency
+    from helpers.efficiency.budget import BudgetPoint
+    from helpers.efficiency.cli import main
+
+    def sweep(sampler, tokenizer, search_client, examples, budgets, policy, config):
+        return [BudgetPoint(policy, b, 4, accuracy=0.1 * b, valid_format_rate=1.0, search_calls_mean=b / 2,
+                            output_tokens_mean=10.0, input_tokens_mean=100.0, tokens_per_question=110.0,
+                            seconds=1.0) for b in budgets]
+
+    monkeypatch.setenv("COURSE_TRACKING_DIR", str(tmp_path / "board"))
+    monkeypatch.setattr(helpers.engine, "connect", lambda *a, **k: None)
+    monkeypatch.setattr(helpers.data, "load_examples", lambda *a, **k: [])
+    monkeypatch.setattr(helpers.search, "create_search_client", lambda *a, **k: None)
+    monkeypatch.setattr(efficiency, "sampling_client_for",
+                        lambda *a: SimpleNamespace(get_tokenizer=lambda: None))
+    monkeypatch.setattr(efficiency, "budget_sweep", sweep)
+    main(["budget", "--budgets", "0,1,3", "--policy", "base=", "--out", str(tmp_path / "sweep.json"),
+          "--tracker", "tensorboard"])
+    events = read_tensorboard(tmp_path / "board" / "budget" / "base")
+    assert [(e.step, e.value) for e in events.Scalars("budget/accuracy")] == [
+        (0, 0.0), (1, pytest.approx(0.1)), (3, pytest.approx(0.3))]
