@@ -228,7 +228,7 @@ else:
 # one chart each. In a terminal, one command writes them and opens TensorBoard:
 # `python -m helpers.tracking tensorboard` (`pip install -e ".[tracking]"` first). Your own runs get the
 # same with `--tracker tensorboard` or `--tracker swanlab` on `helpers.train`, `helpers.sft`,
-# `helpers.eval` and `helpers.experiment`; the JSONL is written either way.
+# `helpers.eval`, `helpers.experiment` and `helpers.efficiency`; the JSONL is written either way.
 
 # %%
 from helpers.tracking import export_recorded, tracking_dir
