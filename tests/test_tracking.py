@@ -9,7 +9,6 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 
 from helpers import tracking
 from helpers.tracking import HEADLINE, open_tracker, scalars
@@ -254,6 +253,8 @@ def read_swanlab(run_dir: Path) -> dict[str, dict[int, float]]:
 
 def test_swanlab_offline_files_read_back_into_the_same_values(tmp_path, monkeypatch, secret_env):
     pytest.importorskip("swanlab")
+    import yaml  # a dependency of swanlab
+
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # SwanLab keeps settings there
     tracker = open_tracker("swanlab", "exp/grpo", CONFIG, logdir=tmp_path / "swanlog", mode="offline")
     assert tracker.active, tracker.error
