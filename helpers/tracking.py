@@ -214,7 +214,8 @@ class SwanLabBackend:
     """SwanLab offline files under `logdir` (`swanlab sync` uploads them later), or the cloud.
 
     The terminal is not captured (a progress bar is no metric, and printed text could carry
-    anything), and the key goes to `swanlab.login` only, never into the run's settings.
+    anything), nor the command line and the git remote (either may hold a credential); the key
+    goes to `swanlab.login` only, never into the run's settings.
     """
 
     name = "swanlab"
@@ -231,7 +232,8 @@ class SwanLabBackend:
         self.path.mkdir(parents=True, exist_ok=True)
         if key:
             swanlab.login(api_key=key, save=False)
-        settings = swanlab.Settings(interactive=False, terminal={"proxy_type": "none"})
+        settings = swanlab.Settings(interactive=False, terminal={"proxy_type": "none"},
+                                    probe={"runtime": False, "git": False})
         group, _, name = run_name.rpartition("/")
         self._run = swanlab.init(project=PROJECT, name=run_name, group=group or None, mode=self.mode,
                                  log_dir=str(self.path), settings=settings, reinit=True)

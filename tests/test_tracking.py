@@ -467,3 +467,23 @@ def test_a_budget_sweep_sends_one_curve_per_policy_over_the_budget(tmp_path, mon
     events = read_tensorboard(tmp_path / "board" / "budget" / "base")
     assert [(e.step, e.value) for e in events.Scalars("budget/accuracy")] == [
         (0, 0.0), (1, pytest.approx(0.1)), (3, pytest.approx(0.3))]
+
+
+def test_a_key_on_the_command_line_stays_out_of_swanlab_files(tmp_path):
+    pytest.importorskip("swanlab")
+    import os
+    import subprocess
+
+    script = (
+        "from helpers.tracking import open_tracker\n"
+        f"tracker = open_tracker('swanlab', 'exp/grpo', logdir={str(tmp_path / 'swanlog')!r}, mode='offline')\n"
+        "tracker.log({'step': 0, 'reward_mean': 0.5})\n"
+        "tracker.close()\n"
+        "assert tracker.error is None, tracker.error\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    # SwanLab reads the command from /proc/self/cmdline: the secret rides on it as an argument
+    subprocess.run([sys.executable, "-c", script, "--note", SECRET], check=True, env=env,
+                   cwd=Path(tracking.__file__).parent.parent, capture_output=True)
+    assert list((tmp_path / "swanlog").rglob("*.swanlab"))
+    assert SECRET.encode() not in all_bytes(tmp_path / "swanlog")
