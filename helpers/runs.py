@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,29 @@ def materialise_checkpoint(path: str, directory: str | Path) -> str:
     return str(target.resolve())
 
 
-# --------------------------------------------------------------------------- CLI from a dataclass
+# --------------------------------------------------------------------------- configs and their CLI
+
+
+def updated(config, values: Mapping[str, Any] | None = None, **more: Any):
+    """A copy of a dataclass config with fields replaced by name; a nested config takes a dict.
+
+    `updated(train_config, rollout={"max_search_calls": 3}, learning_rate=1e-4)`. A name the
+    config does not have is an error listing the names it has, so a misspelt budget never falls
+    back to its default.
+    """
+    values = {**(values or {}), **more}
+    known = {f.name for f in dataclasses.fields(config)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{type(config).__name__} has no field {unknown}; its fields: {sorted(known)}")
+    changes = {}
+    for name, value in values.items():
+        current = getattr(config, name)
+        if dataclasses.is_dataclass(current) and isinstance(value, Mapping):
+            value = updated(current, value)
+        changes[name] = value
+    return dataclasses.replace(config, **changes)
+
 
 
 def field_type(f: dataclasses.Field) -> type:
@@ -202,3 +225,27 @@ def config_from_args(cls, args: argparse.Namespace, defaults=None, prefix: str =
         else:
             values[f.name] = getattr(args, prefix + f.name)
     return cls(**values)
+
+
+def config_flags(config, skip: Sequence[str] = (), prefix: str = "") -> list[str]:
+    """The flags `add_config_arguments` reads back into `config` (fields in `skip` and None left out).
+
+    How a shell script passes one command's configuration on to another (results/run.sh).
+    """
+    flags: list[str] = []
+    for f in dataclasses.fields(config):
+        name = prefix + f.name
+        value = getattr(config, f.name)
+        if name in skip or value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if dataclasses.is_dataclass(value):
+            flags += config_flags(value, skip, prefix=name + ".")
+        elif isinstance(value, bool):
+            flags.append(flag if value else "--no-" + name.replace("_", "-"))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                flags += [flag, f"{key}={json.dumps(item)}"]
+        else:
+            flags += [flag, str(value)]
+    return flags

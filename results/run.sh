@@ -41,19 +41,13 @@ echo "$(date -u +%FT%TZ) sft done" | tee -a "$LOGS/run.log"
 
 # the GRPO flags of the preset, for the efficiency runs (same budgets, rank, questions)
 EFF_FLAGS=$("$PY" - "$PRESET" <<'EOF'
-import dataclasses, sys
+import sys
 from helpers.experiment import make_plan
+from helpers.runs import config_flags
 grpo = make_plan(sys.argv[1], "x").grpo
 skip = {"out", "init_from", "max_minutes", "resume", "max_steps", "questions_per_batch", "backend",
-        "data_source", "limit", "save_every"}
-flags = []
-for f in dataclasses.fields(grpo):
-    value = getattr(grpo, f.name)
-    if f.name in skip or value is None:
-        continue
-    name = f.name.replace("_", "-")
-    flags += ([f"--{name}"] if value else [f"--no-{name}"]) if isinstance(value, bool) else [f"--{name}", str(value)]
-print(" ".join(flags))
+        "data_source", "limit", "save_every", "reward", "reward_options"}  # compare sets its rewards
+print(" ".join(config_flags(grpo, skip)))  # word-split by the shell: no value holds a space
 EOF
 )
 budget() {  # budget <out json> NAME=PATH ...
