@@ -41,6 +41,7 @@ import pytrio
 
 from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint, write_jsonl
 from helpers.runs import result as _result
+from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
 from helpers.train import MAX_TRAIN_CONTEXT_TOKENS, TrainingDatum, pack_micro_batches, padded_tokens
 
 
@@ -492,6 +493,7 @@ class SFTConfig:
     rewrite_first_query: str = "never"  # "gain" / "no_loss": keywords first where they retrieve more gold
     out: str = "results/runs/sft"
     resume: bool = True  # a finished SFT run in `out` is reused, not redone
+    tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': the metrics mirrored there (helpers.tracking)
 
 
 @dataclass
@@ -567,6 +569,7 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
         raise ValueError("the SFT teacher may only use the train split (evaluation questions must stay unseen)")
     started = time.perf_counter()
     model = config.model or course_config.default_model()
+    tracker = open_tracker(config.tracker, run_name(config.out), {"sft": dataclasses.asdict(config), "model": model})
     service = service or connect(config.backend)
     training_client = service.create_lora_training_client(
         base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
@@ -613,8 +616,10 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
             steps += 1
             nll = loss_sum / token_count if token_count else float("nan")
             losses.append(nll)
-            run.append_jsonl(run.metrics, {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch),
-                                           "padded_tokens": sum(padded_tokens(b) for b in [batch])})
+            row = {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch),
+                   "padded_tokens": sum(padded_tokens(b) for b in [batch])}
+            run.append_jsonl(run.metrics, row)
+            tracker.log(row)
             bar.update(1)
             bar.set_postfix(nll=f"{nll:.3f}")
     bar.close()
@@ -641,6 +646,8 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
               "marker (notebook 06, Trap 4) before training further.", flush=True)
     run.write_json("config.json", {"sft": dataclasses.asdict(config), "model": model})
     run.write_json("result.json", dataclasses.asdict(result))
+    tracker.log_table("sft/result", [{k: v for k, v in dataclasses.asdict(result).items() if k != "losses"}], steps)
+    tracker.close()
     return result
 
 

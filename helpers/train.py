@@ -39,6 +39,7 @@ from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, sti
 from helpers.runs import (RunDir, add_config_arguments, config_from_args, materialise_checkpoint, result,
                           resume_checkpoint)
 from helpers.search import create_search_client
+from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
 
 MAX_TRAIN_CONTEXT_TOKENS = 8192
 
@@ -330,6 +331,7 @@ class TrainConfig:
     out: str = "results/runs/grpo"
     max_minutes: float | None = None  # stop (with a checkpoint) before this wall-clock budget
     resume: bool = True  # continue from the last checkpoint in `out` if there is one
+    tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': every step mirrored there (helpers.tracking)
 
     def __post_init__(self) -> None:
         if self.dynamic_sampling_rounds < 1:
@@ -744,8 +746,11 @@ def train(
     `on_step(metrics)` is called after every step (a live plot, a dashboard, print); observers
     get `before_update`/the metrics row/`close()` (see `train_step`). `reward_fn` overrides
     `config.reward`. Metrics go to <out>/metrics.jsonl, checkpoints every `save_every` steps and
-    at the end.
+    at the end; with `config.tracker` set, a tracker observes every step too.
     """
+    tracker = open_tracker(config.tracker, run_name(config.out),
+                           {"train": dataclasses.asdict(config), "model": config.resolved_model()})
+    observers = [*observers, tracker] if tracker.active else list(observers)
     try:
         return _train(config, on_step, session, progress, reward_fn or config.reward_fn(), observers)
     finally:

@@ -268,6 +268,27 @@ plt.show()
 # per-search reward of StepSearch), only on trajectories that end with a valid answer.
 
 # %% [markdown]
+# ## The recorded runs in a tracker
+#
+# To compare runs side by side in TensorBoard, their committed JSONL becomes event files (nothing
+# is re-run): one TensorBoard run per run folder, the `headline` section holding reward, exact
+# match, format, searches, second-search share, degenerate share, KL and step time of every run on
+# one chart each. In a terminal, one command writes them and opens TensorBoard:
+# `python -m helpers.tracking tensorboard` (`pip install -e ".[tracking]"` first). Your own runs get the
+# same with `--tracker tensorboard` or `--tracker swanlab` on `helpers.train`, `helpers.sft`,
+# `helpers.eval`, `helpers.experiment` and `helpers.efficiency`; the JSONL is written either way.
+
+# %%
+from helpers.tracking import export_recorded, tracking_dir
+
+try:
+    boards = export_recorded(results, progress=False)
+    print(f"{len(boards)} runs, e.g. {', '.join(list(boards)[:3])}")
+    print(f"open them:  tensorboard --logdir {tracking_dir() / 'recorded'}")
+except ImportError:
+    print('TensorBoard is not installed here: pip install -e ".[tracking]"')
+
+# %% [markdown]
 # ## Ask the agent
 #
 # Type a question; the trained agent (the recorded GPU run's adapter when it matches this profile's
