@@ -218,11 +218,40 @@ eff.check_no_winner_advantages(my_no_winner_advantages)
 eff.check_length_penalty(my_length_penalty)
 
 # %% [markdown]
-# ### Solution
+# 4. **Write the group-anchored tool penalty yourself.** The checker runs the unit test's group, the
+#    group of exercise 1, a group without a winner and other weights, plus a hypothesis property
+#    test (every penalty stays within its weights, and more calls never cost less).
 
-# %% tags=["solution"]
+# %% tags=["exercise"]
+import math
+
+from helpers.checkers import check_tool_penalty
+
+
+def tool_penalties(eff_calls, winners, baseline, alpha_win=1.0, alpha_lose=0.5, beta_lose=0.1) -> list[float]:
+    """pen_tool for every member of a group.
+
+    eff_calls: effective calls per member; winners: True where r_base = 1; baseline: the drawn
+    b_g (None when the group has no winner). p = 1 - exp(-max(0, c - b_g)), and p = 0 when
+    baseline is None. A winner pays alpha_win * p; anyone else alpha_lose * p + beta_lose.
+    """
+    raise NotImplementedError("write tool_penalties")  # your code here
+
+
+check_tool_penalty(tool_penalties)
+
+# %% [markdown]
+# ---
+#
+# ### Solutions
+#
+# Try the exercises first; the solution cell is collapsed (click the dots). Exercise 4 is the
+# course's `tool_penalties` (`helpers/efficiency/rewards.py`) run through the same checker.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
 eff.check_tool_penalties(eff.tool_penalties([1, 2, 4, 3], [True, True, True, False], baseline=2,
                                             alpha_win=1.0, alpha_lose=0.5, beta_lose=0.1))
 eff.check_no_winner_advantages([r.advantage for r in eff.score_group(
     [0, 0, 0, 0], calls=[0, 1, 3, 6], lengths=[40, 40, 40, 40], config=eff.EfficiencyConfig(lambda_len=0.0))])
 eff.check_length_penalty(eff.length_penalties([300, 50], [True, False], [200, 320])[0])
+check_tool_penalty(eff.tool_penalties)
