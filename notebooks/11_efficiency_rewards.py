@@ -255,3 +255,42 @@ eff.check_no_winner_advantages([r.advantage for r in eff.score_group(
     [0, 0, 0, 0], calls=[0, 1, 3, 6], lengths=[40, 40, 40, 40], config=eff.EfficiencyConfig(lambda_len=0.0))])
 eff.check_length_penalty(eff.length_penalties([300, 50], [True, False], [200, 320])[0])
 check_tool_penalty(eff.tool_penalties)
+
+# %% [markdown]
+# ## What we observed and why
+#
+# The recorded comparison (`results/efficiency`: both runs from the same SFT checkpoint, the same
+# questions in the same order, 7 minutes each on one GPU; 29 steps with the plain reward, 20 with
+# the gated one) shows **the gated reward changed almost nothing**: both runs end at 1.00 searches
+# per trajectory and 41–43 generated tokens, and exact match on the training batches rose in both
+# (0.38 → 0.53 plain, 0.37 → 0.48 gated; with 64 trajectories per step one step swings by ±0.2).
+#
+# Why: the starting SFT policy already made exactly one search on about 98 % of its trajectories.
+# With every winner at one effective call, the baseline $b_g$ is 1 and the surplus
+# $\tilde c_i - b_g$ is 0, so winners pay no tool penalty at all; the logged `eff/pen_tool_mean`
+# (about 0.05–0.07) is only the $\beta_\text{lose}$ floor paid by losers, a constant within a group
+# that cancels in the group-mean advantage. A penalty anchored on the winners can only cut searches a
+# policy makes *beyond* what its winners need — and this policy made none. To see it work, start
+# from a policy that over-searches.
+#
+# ## Questionnaire
+#
+# 1. Why does the preference score $s$ multiply $r_\text{base}$ instead of being added to it?
+# 2. Why is the tool penalty anchored on the group's winners rather than a fixed price per call?
+# 3. Why do failed searches not count against the agent?
+# 4. Why does a terse *loser* pay a length penalty?
+# 5. In the recorded run the gated reward left searches and lengths unchanged. Why?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. The gate: style can never buy back a wrong answer; a wrong answer scores 0 whatever $s$ says.
+# 2. A fixed price also punishes the searches a hard question needs, and the policy stops exploring.
+#    Anchored on the winners, only calls beyond what a successful sibling needed cost anything, and a
+#    group with no winner is never pushed to search less.
+# 3. A backend error is the environment's fault, not a decision of the policy: $\tilde c = c - e$.
+# 4. Otherwise a quick wrong answer would look cheaper than a careful failed attempt, and the policy
+#    would learn to give up early.
+# 5. Its winners all made one search, so the baseline was 1 and nobody had a surplus: the only term
+#    left was the losers' constant $\beta_\text{lose}$, which cancels in the advantage.
+#
+# </details>
