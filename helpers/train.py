@@ -1,6 +1,6 @@
-"""From finished trajectories to one policy update, and the GRPO training loop (issue #5).
+"""From finished trajectories to one policy update,, and the GRPO training loop.
 
-The order of one step never changes (seed 8.3.7):
+The order of one step never changes (Happy-LLM §8.3.7):
     save_weights_and_get_sampling_client -> rollout_batch -> build_training_datums
     -> pack_micro_batches -> forward_backward(importance_sampling) per micro-batch -> one optim_step
 
@@ -254,7 +254,7 @@ def degenerate_groups(trajectories: Sequence) -> tuple[int, int]:
 
 
 def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
-    """What the seed asks to log about a batch of trajectories (also used by eval)."""
+    """What Happy-LLM §8.3.8 asks to log about a batch of trajectories (also used by eval)."""
     n = max(len(trajectories), 1)
 
     def share(predicate) -> float:
@@ -533,7 +533,7 @@ def train_step(
     adam_params=None,
     progress: bool = False,
 ) -> tuple[dict[str, float], list]:
-    """One GRPO step in the seed's order; returns (metrics, trajectories)."""
+    """One GRPO step in Happy-LLM §8.3.7's order; returns (metrics, trajectories)."""
     from helpers.rollout import rollout_batch
 
     adam_params = adam_params or adam_for(config)

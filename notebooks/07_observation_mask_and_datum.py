@@ -40,7 +40,7 @@ tokenizer = course_tokenizer()  # the tokenizer alone: no model weights needed h
 trajectory, origin = search_trajectory()
 if trajectory.advantage == 0.0:
     # A lone or degenerate trajectory has A = 0 and would be skipped by training; give it the
-    # advantage it would have in the seed's example group [1, 0, 1, 0] so the mask is visible.
+    # advantage it would have in Happy-LLM §8.3.5's example group [1, 0, 1, 0] so the mask is visible.
     trajectory = copy.deepcopy(trajectory)
     trajectory.advantage = 0.5
 print(f"{origin} trajectory: {len(trajectory.turns)} turns, reward {trajectory.reward:+.1f}, advantage {trajectory.advantage:+.2f}")

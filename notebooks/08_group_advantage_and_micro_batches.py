@@ -44,7 +44,7 @@ AdvantageBars(advantage_groups(rollout))
 # %% [markdown]
 # ## Play with a group
 #
-# Set the four rewards of a group of four (the seed's figure uses `[1, 0, 1, 0]`). Every trajectory
+# Set the four rewards of a group of four (Happy-LLM §8.3.5's figure uses `[1, 0, 1, 0]`). Every trajectory
 # with the same reward gets the same advantage; when all rewards are equal — all right, all wrong,
 # or all badly formatted — every advantage is 0 and the group is **degenerate**: it contributes no
 # gradient and is left out of training (its share of groups is worth logging: too many means the

@@ -97,7 +97,7 @@ if grpo_metrics:
     for row in read_jsonl(source):
         replay.on_step(row)
 else:
-    print("No recorded GPU run in results/ yet (the lead adds it after the GPU run).")
+    print("No recorded GPU run in results/ yet: `bash results/run.sh` on a GPU machine makes one.")
     print("Showing this machine's CPU run from notebook 09 instead.")
     for row in (trained or {}).get("history", []):
         replay.on_step(row)

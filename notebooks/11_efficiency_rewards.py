@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 11 · Beyond Search-R1: a reward that also counts searches and words
 #
-# **What you will build.** The reward of the second seed (Perplexity's post-training of search
+# **What you will build.** The reward of Perplexity's post (on post-training search
 # agents): correctness still decides, but a correct answer found with fewer searches and fewer words
 # scores higher than one found the long way — measured *against the group*, not against a fixed price.
 #
@@ -24,8 +24,8 @@
 #
 # The exact-match reward of notebook 03 says nothing about *how* an answer was reached. A policy
 # trained only on it learns that one more search never hurts, and it drifts towards more calls and
-# longer turns. Charging a flat price per call is the obvious fix, and the seed reports it backfires:
-# it also punishes the searches a hard question needs, so the policy stops exploring. The seed's
+# longer turns. Charging a flat price per call is the obvious fix, and Perplexity's post reports it backfires:
+# it also punishes the searches a hard question needs, so the policy stops exploring. The post's
 # answer is a **gated** reward with **group-anchored** penalties:
 #
 # $$R(\tau) = r_\text{base}(\tau)\cdot s(\tau) \;-\; \big(\lambda_\text{tool}\,\text{pen}_\text{tool}(\tau) + \lambda_\text{len}\,\text{pen}_\text{len}(\tau)\big)$$
@@ -71,7 +71,7 @@ rows = eff.score_group(r_base, calls, lengths=[60, 70, 90, 50, 20])
 pd.DataFrame([r.as_dict() for r in rows])[["r_base", "effective_calls", "tool_baseline", "pen_tool", "pen_len", "reward", "advantage"]]
 
 # %% [markdown]
-# **A group with no winner.** Then there is no efficient solution to anchor on. The seed leaves this
+# **A group with no winner.** Then there is no efficient solution to anchor on. Perplexity's post leaves this
 # case open; here $\Delta=0$ for everyone, so every member pays exactly $\beta_\text{lose}$ — a constant
 # that cancels in the group-mean advantage. A group where nobody found the answer is never pushed
 # towards searching *less*: that is exactly the exploration a hard question needs.

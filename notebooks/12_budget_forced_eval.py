@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 12 · Budget-forced evaluation: accuracy as a function of allowed searches
 #
-# **What you will build.** The second seed's *tool-efficiency curve*: the same questions answered
+# **What you will build.** The *tool-efficiency curve* of Perplexity's post: the same questions answered
 # under a hard budget of $b$ search calls, $b = 0$ (no search: what the model knows) to $b = 10$
 # (generous multi-hop search), for the base, SFT and trained policies — and, next to it, the tokens
 # each question costs.
@@ -31,7 +31,7 @@
 #
 # - its value at $b=0$ is parametric knowledge;
 # - its slope at small $b$ is how much each extra call is worth;
-# - where it flattens, more searching stops paying (the seed sees this around $b\approx7$ for every
+# - where it flattens, more searching stops paying (the post sees this around $b\approx7$ for every
 #   model, a property of the questions rather than of the models).
 
 # %%
@@ -46,7 +46,7 @@ for b in (None, 0, 1, 3):
 # %% [markdown]
 # `budget_config(b)` turns any rollout config into the protocol's: one trajectory per question
 # (`group_size=1`), the budget stated (`search_budget=b`) and enforced (`max_search_calls=b`),
-# temperature 0.6 as in the seed's evaluation.
+# temperature 0.6 as in the post's evaluation.
 
 # %%
 from helpers.widgets import budgets

@@ -33,7 +33,7 @@
 # notebook). On-policy, one would expect
 # $r_t = 1$. It is not, because the two engines compute differently: inference engines decode
 # with a KV cache in large dynamic batches, in bf16, with kernels whose reduction order depends on
-# the batch; trainers run one full-sequence forward, often in another precision. The seed reports
+# the batch; trainers run one full-sequence forward, often in another precision. Perplexity's post reports
 # that at scale this gap alone can collapse training, that weighting each token by $r_t$ is enough to
 # prevent it in their setting, and that the KL between the two engines stays around $10^{-3}$ and
 # drifts slowly upward over a run.
@@ -113,7 +113,7 @@ plt.tight_layout()
 #
 # Two estimates of $\mathrm{KL}(\mu\,\|\,\pi)$ from tokens drawn from $\mu$:
 # $k_1=\mathrm{mean}(\log\mu-\log\pi)$ (unbiased, but a sample can make it negative) and
-# $k_3=\mathrm{mean}(r-1-\log r)$ (unbiased too, every term $\ge0$, lower variance). The seed's
+# $k_3=\mathrm{mean}(r-1-\log r)$ (unbiased too, every term $\ge0$, lower variance). The post's
 # "KL between train and inference" is this kind of number.
 
 # %% [markdown]

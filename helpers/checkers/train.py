@@ -135,7 +135,7 @@ def _advantages_case(name: str, rewards: Sequence[float], indices: Sequence[int]
 
 
 ADVANTAGE_CASES = [
-    _advantages_case("the seed's group", [1, 0, 1, 0], None, [0.5, -0.5, 0.5, -0.5], 0),
+    _advantages_case("Happy-LLM §8.3.5's group", [1, 0, 1, 0], None, [0.5, -0.5, 0.5, -0.5], 0),
     _advantages_case("one right of four", [1, 0, 0, 0], None, [0.75, -0.25, -0.25, -0.25], 0),
     _advantages_case("two questions, interleaved", [1, 0, 0, 0, 1, -0.1], [0, 1, 0, 1, 0, 1],
                      [1 / 3, 0.1 / 3, -2 / 3, 0.1 / 3, 1 / 3, -0.2 / 3], 0),
