@@ -1,4 +1,4 @@
-"""NQ + HotpotQA questions as SearchExample rows (owner: data issue #3).
+"""NQ + HotpotQA questions as SearchExample rows.
 
 Every reader below turns one published format into the course's row format
 

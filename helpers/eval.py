@@ -1,4 +1,4 @@
-"""Evaluate a policy in the same environment it was trained in (seed 8.3.8).
+"""Evaluate a policy in the same environment it was trained in (Happy-LLM §8.3.8).
 
 `evaluate(EvalConfig(...))` reuses `rollout_batch` with `group_size=1` and the training budgets,
 so the protocol, search backend, budgets, questions and answer checker are identical for every

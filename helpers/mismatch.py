@@ -3,7 +3,7 @@
 In an RL step the tokens come from the *sampler* (an inference engine: batched decoding, a KV
 cache, often bf16), but the gradient is taken by the *trainer* (a full-sequence forward, often a
 different kernel or precision). Even with identical weights the two give slightly different
-log-probabilities for the same token. The second seed corrects for this with token-level
+log-probabilities for the same token. Perplexity's post corrects for this with token-level
 importance sampling: each token's term in the loss is weighted by
 
     r_t = pi_train(y_t | y_<t) / mu_infer(y_t | y_<t) = exp(logp_train - logp_infer).

@@ -9,7 +9,7 @@ The model sees one function, ``search(query)``, rendered by its *own* chat templ
       {"name": "search", "arguments": {"query": "..."}}
       </tool_call>
 
-- ``xml`` family (Qwen3.5, the seed's remote model)::
+- ``xml`` family (Qwen3.5, the remote model of Happy-LLM §8.3)::
 
       <tool_call><function=search><parameter=query>...</parameter></function></tool_call>
 

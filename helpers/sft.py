@@ -1,4 +1,4 @@
-"""SFT warm start: teach the format with a scripted teacher before GRPO (stage 1 of seed 004).
+"""SFT warm start: teach the format with a scripted teacher before GRPO (the first stage in Perplexity's post).
 
 The base model rarely calls the tool and almost never ends with an `Answer:` line, so GRPO
 would start from groups whose rewards are all -0.1 (no signal). A scripted teacher fixes the

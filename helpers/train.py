@@ -230,7 +230,7 @@ def degenerate_groups(trajectories: Sequence) -> tuple[int, int]:
 
 
 def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
-    """What the seed asks to log about a batch of trajectories (also used by eval)."""
+    """What Happy-LLM §8.3.8 asks to log about a batch of trajectories (also used by eval)."""
     n = max(len(trajectories), 1)
 
     def share(predicate) -> float:
@@ -533,7 +533,7 @@ def train_step(
     observers: Sequence = (),
     extra: Sequence = (),
 ) -> tuple[dict[str, float], list[Group]]:
-    """One GRPO step in the seed's order; returns (metrics, the groups it trained on).
+    """One GRPO step in Happy-LLM §8.3.7's order; returns (metrics, the groups it trained on).
 
     `reward_fn` defaults to `config.reward_fn()`; `extra` are the questions dynamic sampling may
     draw (`extra_questions`). Observers: `before_update(StepContext)` may return metrics to add;

@@ -137,7 +137,41 @@ check_token_count(tokenizer, "Answer: France", my_count)
 # 2. Switch the profile: restart the kernel with `COURSE_PROFILE=fast` (or `full`) in the
 #    environment and run the first cells again. Which numbers in `budgets()` change?
 #
+# ---
+#
 # ### Solution
+#
+# Try the exercises first; the solution cell is collapsed (click the dots). For 2: the model
+# (smollm2-135m in `fast`, Qwen2.5-0.5B in `full`) and every budget — questions, group size, search
+# calls, tokens per turn and per observation, SFT and GRPO sizes; `helpers.widgets.budgets` holds
+# both tables.
 
-# %% tags=["solution"]
+# %% tags=["solution"] jupyter={"source_hidden": true}
 check_token_count(tokenizer, "Answer: France", len(tokenizer.encode("Answer: France", add_special_tokens=False)))
+
+# %% [markdown]
+# ## Questionnaire
+#
+# 1. What does the agent learn from, and what is it never given?
+# 2. What is the difference between the `fast` and the `full` profile, and what stays the same?
+# 3. Why does the course run a local engine that mirrors the PyTRIO client API instead of its own API?
+# 4. What are the *old log-probs* of a sampled turn, and why are they kept?
+# 5. Why count tokens rather than characters when budgeting prompts and observations?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. Questions and their reference answers only, and a score at the very end of each attempt. It is
+#    never given search queries written by people or example trajectories (the SFT warm start of
+#    notebook 09 uses a scripted teacher for the format only).
+# 2. `fast` uses the small model (smollm2-135m) and tiny budgets so every notebook runs in seconds to
+#    minutes; `full` uses Qwen2.5-0.5B and larger budgets. The code path is the same: no cell is
+#    skipped, only numbers shrink.
+# 3. The same notebook code then runs against the hosted PyTRIO service (`COURSE_BACKEND=pytrio`):
+#    what you learn here is the real client API.
+# 4. The log-probability the sampling model gave each token it produced. They travel with the tokens
+#    to the training step, where the update compares the new policy's log-probs with them
+#    (notebooks 06–08).
+# 5. The model's context, the sampler's limits and the cost of training are all counted in tokens, and
+#    the same text can be a different number of tokens in another tokenizer.
+#
+# </details>

@@ -163,12 +163,14 @@ my_chars, my_tokens = None, None
 check_observation_size(local_observation, tokenizer, my_chars, my_tokens)
 
 # %% [markdown]
+# ---
+#
 # ### Solutions
 #
-# The URL is what the backend itself sends: `request_url(query)` builds it by the same code path as
+# Try the exercises first; the solution cell is collapsed (click the dots). The URL is what the backend itself sends: `request_url(query)` builds it by the same code path as
 # `search(query)`, without sending anything (and without headers or keys).
 
-# %% tags=["solution"]
+# %% tags=["solution"] jupyter={"source_hidden": true}
 from helpers.search.wikipedia import WikipediaSearchClient
 
 backend_url = WikipediaSearchClient().request_url(WIKIPEDIA_QUERY)
@@ -176,3 +178,26 @@ print(backend_url)
 check_wikipedia_url(backend_url)
 check_observation_size(local_observation, tokenizer, len(local_observation),
                        len(tokenizer.encode(local_observation, add_special_tokens=False)))
+
+# %% [markdown]
+# ## Questionnaire
+#
+# 1. What does the search tool return to the model, and in which form?
+# 2. Why is a search result untrusted text, and what follows for the widgets?
+# 3. What happens inside a rollout when the search backend fails?
+# 4. Why does the local index make rewards reproducible, and what does it cost in realism?
+# 5. Why must a backend never put an API key into an observation, a log or an exception?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. The top results as numbered items (title and content), formatted as one text observation in a tool
+#    message, cut to whole items that fit the observation budget.
+# 2. It comes from the web (or a snapshot of it) and can contain HTML or script: every view escapes it.
+# 3. The failure becomes the observation (an error message the model reads), the trajectory goes on,
+#    and the failed call is counted apart (the efficiency reward of notebook 11 does not charge it).
+# 4. The same query always returns the same passages, so two runs differ only by the policy. The cost:
+#    a fixed, smaller corpus than the live web, and no news.
+# 5. Observations go into the model's context, into datums, logs and widgets; a key there is a key
+#    leaked to everyone who sees them.
+#
+# </details>

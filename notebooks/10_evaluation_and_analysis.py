@@ -97,7 +97,7 @@ if grpo_metrics:
     for row in read_jsonl(source):
         replay.on_step(row)
 else:
-    print("No recorded GPU run in results/ yet (the lead adds it after the GPU run).")
+    print("No recorded GPU run in results/ yet: `bash results/run.sh` on a GPU machine makes one.")
     print("Showing this machine's CPU run from notebook 09 instead.")
     for row in (trained or {}).get("history", []):
         replay.on_step(row)
@@ -365,12 +365,61 @@ my_cost = None
 check_second_search_cost(hits.get(payoff_run, []), my_cost)
 
 # %% [markdown]
+# ---
+#
 # ### Solution
+#
+# Try the exercises first; the solution cell is collapsed (click the dots).
 
-# %% tags=["solution"]
+# %% tags=["solution"] jupyter={"source_hidden": true}
 check_eval_fixed("abcd")
 check_em_from_rows(checkpoint_rows, summarise(checkpoint_rows)["all"]["em_strict"])
 check_searched_again_when_missed(hits.get(my_run, []),
                                  second_search_table(hits.get(my_run, []))["first search missed"]["searched_again"])
 found = second_search_table(hits.get(payoff_run, []))["first search found it"]
 check_second_search_cost(hits.get(payoff_run, []), (found["em_strict_if_once"] or 0.0) - (found["em_strict_if_again"] or 0.0))
+
+# %% [markdown]
+# ## What we observed and why
+#
+# From the recorded GPU run (`results/h200_balanced`: SFT, then 38 GRPO steps on batches with as
+# many HotpotQA as NQ questions; 600 test questions, greedy):
+#
+# - **GRPO helped**: strict exact match 0.307 → 0.382 (+7.5 points; NQ +7.6, HotpotQA +7.0).
+# - **The gain sits where the first search already held the answer**: on those 446 questions EM went
+#   0.379 → 0.480; where the first search missed, EM stayed at 0.043. The policy got better at
+#   *reading* its evidence, not at finding more of it.
+# - **GRPO removed the second search** (the SFT policy searched again on 63 % of HotpotQA and 23 % of
+#   NQ questions; after GRPO on 0 of 600). Why: the SFT policy answers from the *latest* evidence
+#   (every two-search demonstration of its teacher had the answer in the second result). After a
+#   first search that found the answer, searching again dropped its EM from 0.453 to 0.135; after a
+#   miss, the second query rescued almost nothing (0.034). The exact-match reward pays only for the
+#   right answer, so the group advantages of two-search trajectories were negative from the first
+#   steps, and GRPO did what the reward asked.
+# - **The queries did not change**: SFT and SFT + GRPO wrote the same first query on 598 of 600
+#   questions, nearly always the question itself.
+#
+# ## Questionnaire
+#
+# 1. What must be the same in two evaluations for their difference to measure the training?
+# 2. Why does evaluation sample greedily with one trajectory per question?
+# 3. What do the closed-book and RAG baselines tell you that the agent's score alone does not?
+# 4. Why did GRPO remove the second search instead of making it useful?
+# 5. The training reward rose on HotpotQA only, the test EM on both sources. How can that be?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. The questions, the search backend and index, every budget and the sampling parameters: only the
+#    weights may differ.
+# 2. The goal is the policy's best single answer, measured reproducibly; a group serves training,
+#    where the comparison between attempts is the signal.
+# 3. How much the model knows without searching, and how much one fixed retrieval gives: the agent's
+#    gain over them is what its search decisions add.
+# 4. For this policy with this index a second search made the right answer less likely (it answered
+#    from the later, less relevant evidence), so its trajectories got negative advantages. The
+#    outcome reward cannot tell a useful second search from a useless one unless useful ones win.
+# 5. Training reward is measured at temperature 1 on the training batches, test EM greedily on other
+#    questions; the NQ half of the batches was noisy and flat, while better reading of the first
+#    evidence helped greedy answers on both sources.
+#
+# </details>

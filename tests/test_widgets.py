@@ -196,7 +196,7 @@ def test_playground_reruns_on_slider_change_and_reports_errors(group):
         data["leaves"] = [leaf(i, 0.0, 0.0, [answer_turn("Answer: x")]) for i in range(values["group_size"])]
         return data
 
-    playground = RolloutPlayground(run, values=budgets("fast"))
+    playground = RolloutPlayground(run, values=budgets("fast"), background=False)
     assert len(playground.tree.data["leaves"]) == budgets("fast")["group_size"]
     playground.sliders["group_size"].value = 5
     assert len(playground.tree.data["leaves"]) == 5 and seen[-1]["group_size"] == 5

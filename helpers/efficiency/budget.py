@@ -56,7 +56,7 @@ def budget_point(policy: str, budget: int, trajectories: Sequence[Any], seconds:
 def budget_config(budget: int, base: Any = None) -> Any:
     """A rollout config whose system prompt states `budget` and whose rollout enforces it.
 
-    One trajectory per question (group_size 1), temperature 0.6 as in the seed's evaluation.
+    One trajectory per question (group_size 1), temperature 0.6 as in Perplexity's post.
     """
     import dataclasses
 

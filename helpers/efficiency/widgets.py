@@ -145,7 +145,7 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
 
 
 # ---------------------------------------------------------------- exercises (notebooks 11, 12)
-# Expected answers are worked out here from the seed's formulas, not with rewards.py,
+# Expected answers are worked out here from the formulas of Perplexity's post, not with rewards.py,
 # so a solution that uses those functions also checks them.
 
 

@@ -1,4 +1,4 @@
-"""The seed's default online backend: DeepSeek web search, asked for *evidence*, not an answer.
+"""The default online backend of Happy-LLM §8.3.2: DeepSeek web search, asked for *evidence*, not an answer.
 
 How the ``deepseek-search`` package (PyPI 0.2.0) calls DeepSeek, reproduced with the standard
 library: the Anthropic-compatible Messages API at ``https://api.deepseek.com/anthropic``
@@ -7,7 +7,7 @@ with the query, the server-side tool ``{"type": "web_search_20260209", "name": "
 "max_uses": N}`` forced with ``tool_choice``, and ``pause_turn`` answers continued (at most 3
 times) by sending the assistant content back.
 
-"Evidence mode" is the seed's twist: the system prompt asks for numbered evidence blocks
+"Evidence mode" is Happy-LLM §8.3.2's twist: the system prompt asks for numbered evidence blocks
 
     [1] Source: <page title> | <url>
     Evidence: <the passage, quoted>

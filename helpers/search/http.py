@@ -1,6 +1,6 @@
 """What every online backend shares: one HTTP call, rate limit, retries, stats, secrets.
 
-``OnlineSearchClient.search`` is the seed's outer ``search()``: it waits for a start slot of the
+``OnlineSearchClient.search`` is Happy-LLM §8.3.2's outer ``search()``: it waits for a start slot of the
 rate limiter, calls the backend's ``_request``, retries 429 and 5xx answers a bounded number of
 times (honouring ``Retry-After``), counts everything in ``stats`` and never raises: a failure is
 ``SearchResult(ok=False, error=...)``, with any API key scrubbed from the error text.

@@ -1,4 +1,4 @@
-"""The seed's keyless online backend: full-text search of English Wikipedia (MediaWiki Action API).
+"""The keyless online backend of Happy-LLM §8.3.2: full-text search of English Wikipedia (MediaWiki Action API).
 
 One request searches (``generator=search``) and returns, for the top three pages, the plain-text
 intro cut to 1,200 characters and the page URL. Results are ordered by the search rank

@@ -1,4 +1,4 @@
-"""The seed's Zhihu backend: Zhihu's developer global-search API (needs keys).
+"""The Zhihu backend of Happy-LLM §8.3.2: Zhihu's developer global-search API (needs keys).
 
 ``GET https://developer.zhihu.com/api/v1/content/global_search?Query=...&Count=3&SearchDB=all``
 with ``Authorization: Bearer <key>`` and ``X-Request-Timestamp``; items come from

@@ -97,10 +97,25 @@ def recall(name: str) -> Any | None:
         return None
 
 
-def _call_text(query: str) -> str:
+def call_text(query: str) -> str:
     import json
 
     return "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
+
+
+def forced_sequence(sampler: Any, tokenizer: Any, prompt_tokens: Sequence[int], text: str) -> Any:
+    """A given turn shaped like a sampled one: its tokens, a stop token, and the logprobs the
+    policy assigns to them (what the sampler would have reported had it sampled this text)."""
+    from types import SimpleNamespace
+
+    import pytrio as trio
+
+    from helpers.protocol import stop_token_ids
+
+    prompt = list(prompt_tokens)
+    completion = list(tokenizer.encode(text, add_special_tokens=False)) + stop_token_ids(tokenizer)[:1]
+    scored = sampler.compute_logprobs(trio.ModelInput.from_ints(prompt + completion)).result()
+    return SimpleNamespace(tokens=completion, logprobs=[float(x) for x in scored[len(prompt):]], stop_reason="stop")
 
 
 def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, sampler: Any = None, tokenizer: Any = None,
@@ -112,11 +127,7 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
     (compute_logprobs), i.e. what the sampler would have reported had it sampled them. Used when
     the untrained model does not search on its own but a notebook needs a search trajectory.
     """
-    from types import SimpleNamespace
-
-    import pytrio as trio
-
-    from helpers.protocol import build_messages, build_prompt, stop_token_ids, template_family
+    from helpers.protocol import build_messages, build_prompt, template_family
     from helpers.reward import score
     from helpers.rollout import Trajectory, consume_assistant, finish_search, groups_of
 
@@ -130,12 +141,8 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
     trajectory = Trajectory(example=example, group_index=group_index,
                             messages=build_messages(example.question, None, template_family(tokenizer)))
     prompt = build_prompt(tokenizer, trajectory.messages)
-    end = stop_token_ids(tokenizer)[:1]
-    for text in [*(_call_text(q) for q in queries), f"Answer: {answer}"]:
-        completion = list(tokenizer.encode(text, add_special_tokens=False)) + end
-        scored = sampler.compute_logprobs(trio.ModelInput.from_ints(prompt + completion)).result()
-        logprobs = [float(x) for x in scored[len(prompt):]]
-        sequence = SimpleNamespace(tokens=completion, logprobs=logprobs, stop_reason="stop")
+    for text in [*(call_text(q) for q in queries), f"Answer: {answer}"]:
+        sequence = forced_sequence(sampler, tokenizer, prompt, text)
         pending = consume_assistant(trajectory, prompt, sequence, tokenizer, config)
         if pending is None:
             break
