@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import sys
 import time
 
 
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=2, help="slider changes to time after the first run")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # each figure as soon as it is measured
     os.environ.setdefault("COURSE_PROFILE", "full")
 
     import torch

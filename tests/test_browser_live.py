@@ -98,9 +98,10 @@ def test_the_playground_runs_the_trained_policy_and_a_search_budget_changes_its_
 
             # the trained policy is the default; picking it again must keep it (and not re-run)
             picker = playground.locator(".srt-picker-policy select")
-            expect(picker).to_have_value(TRAINED_POLICY)
-            picker.select_option(TRAINED_POLICY)
-            expect(picker.locator("option:checked")).to_contain_text(POLICY_LABELS[TRAINED_POLICY])
+            trained = picker.locator("option", has_text=POLICY_LABELS[TRAINED_POLICY]).first.inner_text()
+            expect(picker.locator("option:checked")).to_have_text(trained)
+            picker.select_option(label=trained)  # ipywidgets' <select> values are the option labels
+            expect(picker.locator("option:checked")).to_have_text(trained)
             tree = playground.locator("[data-testid=tree-widget]")
             before = _searches_in_tree(tree)
             assert before >= 1, "the trained policy should search at max_search_calls = 1"
