@@ -128,12 +128,14 @@ show(nested["root"])
 # the latest settings run.
 
 # %%
-from helpers.policies import default_policy, policy_options
+from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_questions, live_run_fn
 
 playground = RolloutPlayground(live_run_fn(seed=1), values=values, policies=policy_options(),
                                policy=default_policy(), questions=budget_questions())
+if unavailable_reason(TRAINED_POLICY):  # e.g. the fast profile's small model
+    print("not the recorded SFT + GRPO policy:", unavailable_reason(TRAINED_POLICY))
 playground
 
 # %% [markdown]

@@ -233,7 +233,7 @@ else:
 # did.
 
 # %%
-from helpers.policies import default_policy, policy_options
+from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_questions, live_run_fn
 
@@ -241,6 +241,8 @@ ask_values = {**values, "group_size": 1, "temperature": 0.0}
 ask = RolloutPlayground(live_run_fn(seed=0), values=ask_values, policies=policy_options(), policy=default_policy(),
                         questions=budget_questions(), run_label="ask the agent")
 ask.tree.selected = 0
+if unavailable_reason(TRAINED_POLICY):  # e.g. the fast profile's small model
+    print("not the recorded SFT + GRPO policy:", unavailable_reason(TRAINED_POLICY))
 ask
 
 # %% [markdown]

@@ -135,7 +135,7 @@ curve
 # $b = 0$ to $b = 1$ answers appear; above 1 little changes, because the policy stops after one search.
 
 # %%
-from helpers.policies import default_policy, policy_options
+from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_questions, budget_run_fn
 
@@ -143,6 +143,8 @@ live_questions = [q.example for q in budget_questions(limit=1 if fast else 3)]
 live_budget = RolloutPlayground(budget_run_fn(live_questions), values={**values, "budget": 1},
                                 policies=policy_options(), policy=default_policy(), sliders={"budget": (0, 5, 1)},
                                 row_prefix="q")
+if unavailable_reason(TRAINED_POLICY):  # e.g. the fast profile's small model
+    print("not the recorded SFT + GRPO policy:", unavailable_reason(TRAINED_POLICY))
 live_budget
 
 # %% [markdown]
