@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -220,21 +222,38 @@ show(nested["root"])
 # `max_trajectory_tokens` for the whole context. They bound the cost of a training step *and* decide
 # how much of the environment the agent can reach — so evaluation must use the same ones.
 #
-# Move a slider: the rollout for the first question runs again and the tree is redrawn.
-# Try `max_search_calls = 0` (a search turn then ends the trajectory), a tiny
-# `max_tool_response_tokens` (watch for ✂ and for trajectories that end on their call) or a larger
-# `group_size`.
+# The rollout above ran the base model, and the base model hardly ever searches, so its budgets
+# rarely bind. The playground below runs a **trained policy** by default: the SFT + GRPO adapter of
+# the recorded GPU run (`results/`), which searches before nearly every answer. Pick another policy
+# (the base model, the SFT policy, or your own checkpoint from notebook 09) and a question: the ones
+# offered first come from the recorded evaluation, where a budget visibly matters; you can also type
+# your own (it has no reference answer, so its reward only checks the format).
+#
+# Move any slider: the group runs again and the table under the buttons says, branch by branch, what
+# changed against the previous run: searches made, observation tokens kept, observations cut, how the
+# branch ended, its answer, reward and advantage. Try:
+#
+# - `max_search_calls = 0`: the first search is refused, the branch ends on its call
+#   (`search_budget`) and its reward drops to −0.1;
+# - a small `max_tool_response_tokens` (e.g. 160): passages are dropped from the evidence (✂) and the
+#   answer may change; at the smallest values nothing fits and the branch ends (`observation_budget`);
+# - `search_topk = 1` against 5: less or more evidence per search for the same query;
+# - `max_assistant_tokens` below the length of a tool call (~30 tokens): calls are cut and invalid;
+# - `group_size` and `temperature`: how alike the branches are, and so how large the advantages.
+#
+# A run takes a few seconds to a minute on a laptop CPU; the status line shows its progress. Moving
+# another slider while it runs does not queue runs: the one in flight stops at its next step and only
+# the latest settings run.
 
 # %%
+from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.widgets import RolloutPlayground
+from helpers.widgets.live import budget_questions, live_run_fn
 
-
-def rerun(slider_values):
-    batch = rollout_batch(sampler, tokenizer, search, examples[:1], rollout_config(slider_values, seed=1), progress=False)
-    return tree_data(batch, tokenizer)
-
-
-playground = RolloutPlayground(rerun, values=values)
+playground = RolloutPlayground(live_run_fn(seed=1), values=values, policies=policy_options(),
+                               policy=default_policy(), questions=budget_questions())
+if unavailable_reason(TRAINED_POLICY):  # e.g. the fast profile's small model
+    print("not the recorded SFT + GRPO policy:", unavailable_reason(TRAINED_POLICY))
 playground
 
 # %% [markdown]

@@ -291,49 +291,28 @@ except ImportError:
 # %% [markdown]
 # ## Ask the agent
 #
-# Type a question; the trained agent (the recorded GPU run's adapter when it matches this profile's
-# model, else your checkpoint from notebook 09) answers it on this machine, with the local search index, and you
-# see its trajectory as a tree (one branch: evaluation samples one trajectory per question). There
-# is no reference answer, so the reward is only about the format.
+# Type a question (or pick one of the recorded test questions offered first, where the budgets
+# matter) and press Enter: the agent answers it on this machine, with the local search index, and you
+# see its trajectory as a tree. The default agent is the trained policy — the SFT + GRPO adapter of the
+# recorded GPU run when it was trained on this profile's model, else your checkpoint from notebook
+# 09 — and the picker switches to the SFT policy, the base model or your own checkpoint. Evaluation
+# samples one trajectory per question at temperature 0, so the group size starts at 1; raise it (and
+# the temperature) to see other attempts. A typed question has no reference answer, so its reward
+# only checks the format. The sliders are the evaluation's budgets; the table says what each change
+# did.
 
 # %%
-import ipywidgets as widgets
-from IPython.display import display
-from pytrio import PyTrioError
+from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
+from helpers.widgets import RolloutPlayground
+from helpers.widgets.live import budget_questions, live_run_fn
 
-from helpers.data import SearchExample
-from helpers.engine import connect
-from helpers.rollout import rollout_batch
-from helpers.widgets import TrajectoryTree, tree_data
-from helpers.widgets.course import search_client
-
-# Prefer the adapter of the recorded GPU run when it was trained on this profile's model.
-recorded_adapters = [m.parent for m in sorted(results.glob("**/adapter/meta.json"))
-                     if json.loads(m.read_text()).get("base_model") == config.default_model()] if results.exists() else []
-for agent_path in [*map(str, reversed(recorded_adapters)), checkpoint]:
-    try:
-        agent = connect().create_sampling_client(base_model=config.default_model(), model_path=agent_path)
-        break
-    except PyTrioError as error:  # e.g. trained with a tokenizer that splits <tool_call> differently
-        print(f"not using {agent_path}: {error}")
-print("the agent:", config.default_model(), "+", agent_path or "no adapter (base model)")
-agent_config = EvalConfig(**common).rollout_config()
-question = widgets.Text(value="What country was the author of The Little Prince born in?", description="question",
-                        layout=widgets.Layout(width="640px"))
-ask = widgets.Button(description="ask the agent", button_style="primary")
-answer_tree = TrajectoryTree()
-
-
-def on_ask(_=None):
-    example = SearchExample("you", question.value, [], "you")
-    batch = rollout_batch(agent, agent.get_tokenizer(), search_client("local"), [example], agent_config, progress=False)
-    answer_tree.update(tree_data(batch, agent.get_tokenizer()))
-    answer_tree.selected = 0
-
-
-ask.on_click(on_ask)
-on_ask()
-display(widgets.VBox([widgets.HBox([question, ask]), answer_tree]))
+ask_values = {**values, "group_size": 1, "temperature": 0.0}
+ask = RolloutPlayground(live_run_fn(seed=0), values=ask_values, policies=policy_options(), policy=default_policy(),
+                        questions=budget_questions(), run_label="ask the agent")
+ask.tree.selected = 0
+if unavailable_reason(TRAINED_POLICY):  # e.g. the fast profile's small model
+    print("not the recorded SFT + GRPO policy:", unavailable_reason(TRAINED_POLICY))
+ask
 
 # %% [markdown]
 # ## Exercises

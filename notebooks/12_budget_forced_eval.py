@@ -114,6 +114,40 @@ curve = eff.budget_curve_widget(shown)
 curve
 
 # %% [markdown]
+# ### What the recorded curve shows, and why
+#
+# In the recorded sweep (100 test questions per point, the 0.5B model) the base model is near zero
+# at every budget: it almost never calls the tool, so a larger budget buys it nothing. The SFT and
+# SFT + GRPO policies score about 0 at $b = 0$ — they learned to look things up, not to know them —
+# and jump to 0.34 and 0.38 at $b = 1$. After that the curves are **flat**, and the search calls stay at
+# exactly 1.0 per question: these policies search once and answer, whatever the budget allows. The
+# value of search is all in the first call, and GRPO raised how well that one call is used (its query
+# and the answer read from the evidence), not how often the agent searches. The seed's curves keep
+# rising to $b \approx 7$ because its models search again when the evidence is not enough; notebook
+# 10 shows why GRPO on these rewards removed second searches here.
+#
+# ## Live: move the budget
+#
+# The same protocol on a few of the recorded questions, with the trained policy, on this machine:
+# move $b$ and the questions run again under the new stated and enforced budget. The table says, per
+# question (q0, q1, …), what changed against the previous budget: searches made, evidence kept, how
+# the trajectory ended, its answer and reward. Compare what you see with the recorded curve: from
+# $b = 0$ to $b = 1$ answers appear; above 1 little changes, because the policy stops after one search.
+
+# %%
+from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
+from helpers.widgets import RolloutPlayground
+from helpers.widgets.live import budget_questions, budget_run_fn
+
+live_questions = [q.example for q in budget_questions(limit=1 if fast else 3)]
+live_budget = RolloutPlayground(budget_run_fn(live_questions), values={**values, "budget": 1},
+                                policies=policy_options(), policy=default_policy(), sliders={"budget": (0, 5, 1)},
+                                row_prefix="q")
+if unavailable_reason(TRAINED_POLICY):  # e.g. the fast profile's small model
+    print("not the recorded SFT + GRPO policy:", unavailable_reason(TRAINED_POLICY))
+live_budget
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. At budget $b$, at most how many assistant turns does a trajectory need to use every call and

@@ -51,7 +51,7 @@ SLIDERS = {
     "max_tool_response_tokens": (16, 1024, 16),
     "max_trajectory_tokens": (256, 8192, 256),
     "group_size": (1, 8, 1),
-    "temperature": (0.1, 1.5, 0.1),
+    "temperature": (0.0, 1.5, 0.1),
     "search_topk": (1, 10, 1),
 }
 

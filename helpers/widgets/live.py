@@ -40,8 +40,8 @@ def budget_questions(limit: int = 8, run: str | None = None) -> list[BudgetQuest
     Taken in turn from three kinds, so the first few cover all of them: the SFT policy searched
     twice (max_search_calls 2 → 1 refuses the second search), the evidence was cut to the
     observation budget (max_tool_response_tokens), and the SFT + GRPO policy answered right after
-    one search (max_search_calls 1 → 0 leaves it to what the model knows). Empty when the run has
-    no evaluation rows.
+    one search (max_search_calls 1 → 0 leaves it to what the model knows); within a kind, the
+    shortest questions first. Empty when the run has no evaluation rows.
     """
     folder = run_dir(run) / "eval"
     by_policy = {name: {row["id"]: row for row in _rows(folder / f"{name}.jsonl") if row.get("mode", "agent") == "agent"}
@@ -64,7 +64,8 @@ def budget_questions(limit: int = 8, run: str | None = None) -> list[BudgetQuest
                   "must answer from memory")
             for qid in ids if calls("sft_grpo", qid) == 1 and by_policy["sft_grpo"][qid].get("exact_match")]
     picked: dict[str, str] = {}
-    queues = [list(kind) for kind in (once, twice, cut)]
+    # Shortest questions first: their tool calls fit small turn budgets and their trees fit on screen.
+    queues = [sorted(kind, key=lambda item: len(row_of(item[0])["question"])) for kind in (once, twice, cut)]
     while len(picked) < limit and any(queues):
         for queue in queues:  # one of each kind per round, skipping questions already taken
             while queue and queue[0][0] in picked:
