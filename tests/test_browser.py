@@ -243,3 +243,79 @@ window.ready = true;
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _serve_page(tmp_path: Path, body_script: str):
+    """Copy the widget sources next to an index.html running `body_script`; return (url, server)."""
+    widgets_dir = ROOT / "helpers" / "widgets"
+    for name in ("tree.js", "tokens.js", "widgets.css"):
+        shutil.copy(widgets_dir / name, tmp_path / name)
+    (tmp_path / "fake.js").write_text(FAKE_MODEL)
+    (tmp_path / "index.html").write_text(f"""<!doctype html><html><head><link rel="stylesheet" href="widgets.css"></head>
+<body><div id="strip"></div><script type="module">{body_script}
+window.ready = true;
+</script></body></html>""")
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_until_serving(f"http://127.0.0.1:{port}/index.html", 30, pause=0.2)
+    return f"http://127.0.0.1:{port}/index.html", server
+
+
+def test_token_strip_click_keeps_scroll_position_and_selection(tmp_path):
+    """A long trajectory: clicking a token far down highlights it where it is and keeps the info line."""
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    from helpers.widgets.tokens import normalise_rows
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: `apt-get install -y chromium`")
+    roles = ["prompt"] * 400 + ["assistant"] * 200 + ["observation"] * 300 + ["assistant"] * 100
+    rows = normalise_rows([{"id": 1000 + i, "text": f"tok{i} " + ("\n" if i % 12 == 0 else ""), "role": role,
+                            "advantage": 0.5 if role == "assistant" else 0.0} for i, role in enumerate(roles)])
+    url, server = _serve_page(tmp_path, f"""
+import strip from "./tokens.js"; import {{ fakeModel }} from "./fake.js";
+window.stripModel = fakeModel({{rows: {json.dumps(rows)}, active: -1}});
+strip.render({{model: window.stripModel, el: document.getElementById("strip")}});""")
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 900, "height": 900})
+            page.goto(url)
+            page.wait_for_function("window.ready === true", timeout=10_000)
+            scroller = page.locator(".srt-strip-tokens")
+            assert scroller.evaluate("e => e.scrollHeight > e.clientHeight"), "the strip should scroll"
+            target = 950  # an assistant token after the observation, far below the first screen
+            tokens = page.locator("[data-testid=token]")
+            tokens.nth(target).scroll_into_view_if_needed()
+            before = scroller.evaluate("e => e.scrollTop")
+            assert before > 300
+            tokens.nth(target).click()
+            assert page.evaluate("window.stripModel.get('active')") == target
+            assert scroller.evaluate("e => e.scrollTop") == before
+            active = page.locator(".srt-tok-active")
+            assert active.count() == 1 and active.inner_text().startswith(f"tok{target}")
+            assert active.is_visible()
+            info = page.locator("[data-testid=token-info]")
+            assert info.inner_text().startswith(f"#{target} ") and "assistant" in info.inner_text()
+            # hovering another token shows it; leaving it brings the selected token back
+            tokens.nth(target - 3).hover()
+            assert info.inner_text().startswith(f"#{target - 3} ")
+            page.mouse.move(5, 5)
+            assert info.inner_text().startswith(f"#{target} ")
+            # a second click moves the one highlight
+            tokens.nth(target + 2).click()
+            assert page.locator(".srt-tok-active").count() == 1
+            assert page.locator(".srt-tok-active").inner_text().startswith(f"tok{target + 2}")
+            assert scroller.evaluate("e => e.scrollTop") == before
+            # the kernel side changing `active` (a new selection) is shown too
+            page.evaluate("window.stripModel.set('active', 5)")
+            assert page.locator(".srt-tok-active").inner_text().startswith("tok5")
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser_token_strip_scroll.png"))
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
