@@ -194,7 +194,7 @@ def test_widget_views_standalone_escape_and_respond_to_clicks(tmp_path):
     (tmp_path / "fake.js").write_text(FAKE_MODEL)
     evil = "<img src=x onerror=alert(1)>"
     tree = normalise_tree({"question": "Q " + evil, "answers": ["Lyon"], "leaves": [
-        {"index": 0, "reward": 1.0, "advantage": 0.5, "turns": [
+        {"index": 0, "reward": 1.0, "advantage": 0.5, "valid_format": True, "turns": [
             {"kind": "tool", "text": "call", "query": "q " + evil, "tokens": 5, "observation": "obs " + evil,
              "observation_tokens": 9, "cut": True},
             {"kind": "answer", "text": "Answer: Lyon", "tokens": 3}]},
@@ -230,6 +230,16 @@ window.ready = true;
             details = page.locator("[data-testid=tree-details]")
             assert "obs " + evil in details.inner_text()
             assert "cut" in page.locator("[data-testid=tree-leaf]").nth(0).inner_text()
+            # an answer is marked as a good one only when its trajectory's format is valid
+            answers = page.locator(".srt-answer")
+            assert answers.count() == 2
+            assert "srt-answer-bad-format" not in answers.nth(0).get_attribute("class")
+            assert "srt-answer-bad-format" in answers.nth(1).get_attribute("class")
+            assert "gold: Lyon" in page.locator("[data-testid=tree-root]").inner_text()
+            # a question typed by the learner has no reference: no empty gold, no exact match claimed
+            page.evaluate("window.treeModel.set('data', {...window.treeModel.get('data'), answers: []})")
+            assert "no reference answer" in page.locator("[data-testid=tree-root]").inner_text()
+            assert "exact match" not in page.locator("[data-testid=tree-details]").inner_text()
             page.locator("[data-testid=token]").nth(1).click()
             info = page.locator("[data-testid=token-info]").inner_text()
             assert "id 2" in info and "-0.250" in info and "advantage +0.50" in info and "mask 1" in info
