@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 ALL = "all"
+COLUMN_INCHES = 9.0  # a JupyterLab notebook column shows about 970 px: wider figures shrink (100 dpi)
 
 COLUMNS = [
     ("n", "n", "{:d}"),
@@ -173,30 +174,32 @@ def second_search_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
     return table
 
 
-def second_search_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]):
-    """Bars: share of questions searched again, when the first search found the answer, when it
-    missed, and (grey, where there are any) on yes/no questions."""
+def second_search_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                         title: str = "A second search where one is not enough?"):
+    """Horizontal bars, one block per run: share of questions searched again when the first
+    search found the answer, when it missed, and (grey, where there are any) on yes/no questions.
+    Sized for a notebook column whatever the number of runs: runs are rows, not columns."""
     import matplotlib.pyplot as plt
 
     labels = list(tables)
     groups = ["first search found it", "first search missed"]
     if any(tables[label].get("yes/no question", {}).get("n") for label in labels):
         groups.append("yes/no question")
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(labels), 3.2))
-    width = 0.8 / len(groups)
+    height = 0.8 / len(groups)
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 1.3 + 0.22 * len(groups) * len(labels)), layout="constrained")
     for k, (group, colour) in enumerate(zip(groups, ("#8fbc8f", "#cd5c5c", "#a9a9a9"))):
-        xs = [i + (k - (len(groups) - 1) / 2) * width for i in range(len(labels))]
+        ys = [i + (k - (len(groups) - 1) / 2) * height for i in range(len(labels))]
         values = [tables[label][group]["searched_again"] for label in labels]
-        ax.bar(xs, values, width, color=colour, label=group)
-        for x, label in zip(xs, labels):
-            ax.text(x, tables[label][group]["searched_again"] + 0.01, f"n={tables[label][group]['n']}",
-                    ha="center", fontsize=7)
-    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
-    ax.set_ylabel("searched again")
-    ax.set_ylim(0, 1)
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_title("A second search where one is not enough?")
-    fig.tight_layout()
+        ax.barh(ys, values, height, color=colour, label=group)
+        for y, label, value in zip(ys, labels, values):
+            ax.text(value + 0.01, y, f"n={tables[label][group]['n']}", va="center", fontsize=7, color="#444")
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()  # the first run on top, as in the legend and the tables
+    ax.set_xlabel("share of questions searched again")
+    ax.set_xlim(0, 1.12)  # room for the n= labels of full bars
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=len(groups), fontsize=8, frameon=False)
     return fig
 
 

@@ -30,7 +30,9 @@
 
 # %%
 from helpers import config
-from helpers.analyse import compare, format_comparison, format_table, summarise
+from IPython.display import display
+
+from helpers.analyse import compare, comparison_table, summarise, summary_table
 from helpers.eval import EvalConfig, evaluate
 from helpers.widgets import budgets
 from helpers.widgets.course import recall
@@ -47,11 +49,15 @@ common
 
 # %% [markdown]
 # ## Base model vs checkpoint, same environment
+#
+# Each table shows first the columns a comparison reads (exact match, and which questions only one
+# run gets right); open **all columns** under it for the rest (searches, failed and cut
+# observations, token counts).
 
 # %%
 base_rows = evaluate(EvalConfig(label="base", **common))
 checkpoint_rows = evaluate(EvalConfig(label="checkpoint", model_path=checkpoint, **common))
-print(format_comparison(compare(base_rows, checkpoint_rows, labels=("base", "checkpoint")), ("base", "checkpoint")))
+comparison_table(compare(base_rows, checkpoint_rows, labels=("base", "checkpoint")), ("base", "checkpoint"))
 
 # %% [markdown]
 # ## Baselines
@@ -65,8 +71,8 @@ print(format_comparison(compare(base_rows, checkpoint_rows, labels=("base", "che
 # %%
 closed_rows = evaluate(EvalConfig(mode="closed_book", label="closed book", **common))
 rag_rows = evaluate(EvalConfig(mode="rag", label="rag", **common))
-print(format_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows),
-                    "agent (base)": summarise(base_rows), "agent (checkpoint)": summarise(checkpoint_rows)}))
+summary_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows),
+               "agent (base)": summarise(base_rows), "agent (checkpoint)": summarise(checkpoint_rows)})
 
 # %% [markdown]
 # With a handful of questions these numbers are noise; they show the *method*. Record at least: exact
@@ -109,7 +115,7 @@ for path in eval_files:
     rows = read_jsonl(path)
     if rows and isinstance(rows[0], dict) and "exact_match" in rows[0]:
         recorded[str(path.relative_to(results))] = summarise(rows)
-print(format_table(recorded) if recorded else "No recorded evaluation rows in results/ yet.")
+display(summary_table(recorded)) if recorded else print("No recorded evaluation rows in results/ yet.")
 
 # %% [markdown]
 # ## A second search where one is not enough?
@@ -157,7 +163,7 @@ hotpot = {label: [r for r in rows if r.get("data_source") == "hotpotqa"] for lab
 hotpot_tables = {label: second_search_table(rows) for label, rows in hotpot.items()
                  if any(int(r.get("search_calls", 0)) >= 2 for r in rows)}
 if hotpot_tables:
-    second_search_figure(hotpot_tables).axes[0].set_title("HotpotQA only (runs that ever searched twice)", fontsize=9)
+    second_search_figure(hotpot_tables, title="HotpotQA only (runs that ever searched twice)")
     plt.show()
 else:
     print("No HotpotQA run searched twice yet.")
@@ -172,13 +178,13 @@ else:
 # negative, and GRPO pushes the policy towards one search.
 
 # %%
-from helpers.analyse import second_search_payoff_figure
+from helpers.analyse import COLUMN_INCHES, second_search_payoff_figure
 
 sft_runs = [label for label in hits if label.endswith("/sft") and
             second_search_table(hits[label])["first search found it"]["em_strict_if_again"] is not None]
 payoff_run = sft_runs[0] if sft_runs else next(iter(hits), None)
 if payoff_run:
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.4))
     for ax, source in zip(axes, ("hotpotqa", "nq")):
         rows = [r for r in hits[payoff_run] if r.get("data_source") == source]
         second_search_payoff_figure(second_search_table(rows), f"{payoff_run}: {source}", ax=ax)
@@ -224,8 +230,9 @@ else:
 #
 # Type a question; the trained agent (the recorded GPU run's adapter when it matches this profile's
 # model, else your checkpoint from notebook 09) answers it on this machine, with the local search index, and you
-# see its trajectory as a tree (one branch: evaluation samples one trajectory per question). There
-# is no reference answer, so the reward is only about the format.
+# see its trajectory as a tree (one branch: evaluation samples one trajectory per question). It
+# starts on the course's running example, whose reference answer is known; for a question you type
+# there is no reference, so the reward is only about the format.
 
 # %%
 import ipywidgets as widgets
@@ -235,6 +242,7 @@ from pytrio import PyTrioError
 from helpers.data import SearchExample
 from helpers.engine import connect
 from helpers.rollout import rollout_batch
+from helpers.running_example import RUNNING_EXAMPLE
 from helpers.widgets import TrajectoryTree, tree_data
 from helpers.widgets.course import search_client
 
@@ -249,22 +257,32 @@ for agent_path in [*map(str, reversed(recorded_adapters)), checkpoint]:
         print(f"not using {agent_path}: {error}")
 print("the agent:", config.default_model(), "+", agent_path or "no adapter (base model)")
 agent_config = EvalConfig(**common).rollout_config()
-question = widgets.Text(value="What country was the author of The Little Prince born in?", description="question",
-                        layout=widgets.Layout(width="640px"))
+question = widgets.Text(value=RUNNING_EXAMPLE.question, description="question", layout=widgets.Layout(width="640px"))
 ask = widgets.Button(description="ask the agent", button_style="primary")
+asking = widgets.HTML()
 answer_tree = TrajectoryTree()
 
 
 def on_ask(_=None):
-    example = SearchExample("you", question.value, [], "you")
-    batch = rollout_batch(agent, agent.get_tokenizer(), search_client("local"), [example], agent_config, progress=False)
-    answer_tree.update(tree_data(batch, agent.get_tokenizer()))
-    answer_tree.selected = 0
+    text = question.value.strip()
+    if not text:
+        asking.value = "<i>type a question first</i>"
+        return
+    # the running example keeps its reference answer; a typed question has none
+    example = RUNNING_EXAMPLE if text == RUNNING_EXAMPLE.question else SearchExample("you", text, [], "you")
+    ask.disabled, ask.description, asking.value = True, "thinking…", "<i>the agent is searching and answering…</i>"
+    try:
+        batch = rollout_batch(agent, agent.get_tokenizer(), search_client("local"), [example], agent_config, progress=False)
+        answer_tree.update(tree_data(batch, agent.get_tokenizer()))
+        answer_tree.selected = 0
+        asking.value = f"<i>{batch.stats.search_calls} search(es), {batch.stats.total_seconds:.1f} s</i>"
+    finally:
+        ask.disabled, ask.description = False, "ask the agent"
 
 
 ask.on_click(on_ask)
 on_ask()
-display(widgets.VBox([widgets.HBox([question, ask]), answer_tree]))
+display(widgets.VBox([widgets.HBox([question, ask, asking]), answer_tree]))
 
 # %% [markdown]
 # ## Exercises
