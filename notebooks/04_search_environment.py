@@ -109,12 +109,12 @@ client.stats.as_dict()
 # %%
 from helpers.search import format_item
 from helpers.widgets import budgets
+from helpers.widgets.budgets import SLIDER_STYLE, slider_layout
 
 blocks = [format_item(i, item) for i, item in enumerate(result.items, start=1)]
 sizes = [len(tokenizer.encode(block, add_special_tokens=False)) for block in blocks]
 budget = widgets.IntSlider(value=budgets()["max_tool_response_tokens"], min=16, max=1024, step=16,
-                           description="max_tool_response_tokens", style={"description_width": "170px"},
-                           layout=widgets.Layout(width="520px"))
+                           description="max_tool_response_tokens", style=SLIDER_STYLE, layout=slider_layout())
 fits = widgets.HTML()
 
 

@@ -78,8 +78,9 @@ pd.DataFrame({
     "position": list(window),
     "input": [repr(tokenizer.decode([input_ids[i]])) for i in window],
     "target": [repr(tokenizer.decode([int(targets[i])])) for i in window],
-    "old logprob": [round(float(old_logprobs[i]), 3) for i in window],
-    "advantage": [float(advantages[i]) for i in window],
+    # + 0.0 turns the -0.0 of a rounded tiny negative log-prob into 0.0
+    "old logprob": [round(float(old_logprobs[i]), 3) + 0.0 for i in window],
+    "advantage": [float(advantages[i]) + 0.0 for i in window],
 })
 
 # %% [markdown]

@@ -89,11 +89,14 @@ from types import SimpleNamespace
 
 from helpers.train import pack_micro_batches
 from helpers.widgets import MicroBatchBlocks
+from helpers.widgets.budgets import SLIDER_STYLE, slider_layout
 
 lengths = [1480, 1320, 1290, 900, 880, 610, 420, 400]  # a step's trajectory lengths (tokens)
 items = [SimpleNamespace(length=n, datum=None) for n in lengths]
-max_datums = widgets.IntSlider(value=4, min=1, max=8, description="max_datums", continuous_update=False)
-max_tokens = widgets.IntSlider(value=4096, min=1536, max=12288, step=512, description="max_tokens", continuous_update=False)
+max_datums = widgets.IntSlider(value=4, min=1, max=8, description="max_datums", continuous_update=False,
+                               style=SLIDER_STYLE, layout=slider_layout())
+max_tokens = widgets.IntSlider(value=4096, min=1536, max=12288, step=512, description="max_tokens",
+                               continuous_update=False, style=SLIDER_STYLE, layout=slider_layout())
 blocks = MicroBatchBlocks()
 
 

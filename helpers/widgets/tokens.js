@@ -21,9 +21,15 @@ function visible(text) {
   return text.replace(/\n/g, "↵\n");
 }
 
+function fixed(value, digits) {
+  // A tiny negative number rounds to "-0.000": show it as zero.
+  const text = Number(value).toFixed(digits);
+  return Number(text) === 0 ? (0).toFixed(digits) : text;
+}
+
 function describe(row) {
-  const logprob = row.logprob === null ? "—" : Number(row.logprob).toFixed(3);
-  const advantage = (row.advantage > 0 ? "+" : "") + Number(row.advantage).toFixed(2);
+  const logprob = row.logprob === null ? "—" : fixed(row.logprob, 3);
+  const advantage = (row.advantage > 0 ? "+" : "") + fixed(row.advantage, 2);
   return `#${row.position} · id ${row.id} · text ${JSON.stringify(row.text)} · ${row.role} · ` +
     `old logprob ${logprob} · advantage ${advantage} · mask ${row.mask}`;
 }
