@@ -27,17 +27,17 @@
 # state and parse each turn as it comes.
 
 # %%
-from helpers.data import load_examples
 from helpers.rollout import RolloutConfig, rollout_batch
+from helpers.running_example import ANSWER, HOPS, QUERIES, RUNNING_EXAMPLE
 from helpers.widgets import TrajectoryTree, budgets, tree_data
 from helpers.widgets.adapters import groups_of
-from helpers.widgets.course import engine, remember, rollout_config, search_client
+from helpers.widgets.course import engine, remember, rollout_config, rollout_examples, search_client
 
 values = budgets()
 current = engine()
 sampler, tokenizer = current.sampler, current.tokenizer
 search = search_client("local")
-examples = load_examples("train", limit=values["questions"])
+examples = rollout_examples(values["questions"])  # the running example (its tree is shown), then training questions
 config = rollout_config(values, seed=0)
 config
 
@@ -102,17 +102,29 @@ show(nested["root"])
 # `max_trajectory_tokens` for the whole context. They bound the cost of a training step *and* decide
 # how much of the environment the agent can reach — so evaluation must use the same ones.
 #
-# Move a slider: the rollout for the first question runs again and the tree is redrawn.
+# Move a slider: the rollout for the running example runs again and the tree is redrawn.
 # Try `max_search_calls = 0` (a search turn then ends the trajectory), a tiny
 # `max_tool_response_tokens` (watch for ✂ and for trajectories that end on their call) or a larger
 # `group_size`.
+#
+# In the fast profile the 135M model almost never writes a valid search, so budgets on searches
+# would change nothing there. When no sampled branch searched, the playground adds one
+# *teacher-forced* branch (the last τ): its two searches and answer are given, but run through the
+# same state machine and budgets, so ✂ and the ends by budget show on it.
 
 # %%
 from helpers.widgets import RolloutPlayground
 
 
+from helpers.widgets.course import forced_trajectory
+
+
 def rerun(slider_values):
-    batch = rollout_batch(sampler, tokenizer, search, examples[:1], rollout_config(slider_values, seed=1), progress=False)
+    batch = list(rollout_batch(sampler, tokenizer, search, examples[:1], rollout_config(slider_values, seed=1),
+                               progress=False))
+    if not any(t.searches for t in batch):  # the small model did not search: show the budgets on a forced branch
+        batch.append(forced_trajectory(RUNNING_EXAMPLE, QUERIES, ANSWER, sampler=sampler, tokenizer=tokenizer,
+                                       search=search, values=slider_values, group_index=len(batch)))
     return tree_data(batch, tokenizer)
 
 
@@ -129,19 +141,19 @@ playground
 
 # %%
 untrusted = {
-    "question": "Where was the author of The Little Prince born?",
-    "answers": ["Lyon"],
+    "question": RUNNING_EXAMPLE.question,
+    "answers": RUNNING_EXAMPLE.answers,
     "leaves": [{
         "index": 0, "reward": 1.0, "advantage": 0.5, "exact_match": True, "valid_format": True,
         "turns": [
-            {"kind": "tool", "text": "<tool_call>…</tool_call>", "query": "Saint-Exupery birthplace", "tokens": 20,
-             "observation": "[1] Title: Antoine de Saint-Exupéry\n    Content: born in Lyon <img src=x onerror=alert(1)>",
+            {"kind": "tool", "text": "<tool_call>…</tool_call>", "query": HOPS[1].query, "tokens": 20,
+             "observation": f"[1] Title: {HOPS[1].title}\n    Content: … served as {ANSWER} <img src=x onerror=alert(1)>",
              "observation_tokens": 30, "cut": False},
-            {"kind": "answer", "text": "Answer: Lyon", "tokens": 4},
+            {"kind": "answer", "text": f"Answer: {ANSWER}", "tokens": 4},
         ],
     }, {
         "index": 1, "reward": 0.0, "advantage": -0.5, "exact_match": False, "valid_format": True,
-        "turns": [{"kind": "answer", "text": "Answer: Paris", "tokens": 4}],
+        "turns": [{"kind": "answer", "text": "Answer: Ambassador to Ghana", "tokens": 4}],
     }],
 }
 TrajectoryTree(untrusted, selected=0)

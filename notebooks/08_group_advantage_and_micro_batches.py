@@ -32,11 +32,10 @@ from helpers.data import SearchExample
 from helpers.rollout import Trajectory, assign_group_advantages
 from helpers.widgets import AdvantageBars, budgets
 from helpers.widgets.adapters import advantage_groups
-from helpers.widgets.course import recall, run_rollout
-from helpers.data import load_examples
+from helpers.widgets.course import recall, rollout_examples, run_rollout
 
 values = budgets()
-rollout = recall("rollout_05") or list(run_rollout(load_examples("train", limit=values["questions"]), values))
+rollout = recall("rollout_05") or list(run_rollout(rollout_examples(values["questions"]), values))
 degenerate = assign_group_advantages(rollout)
 print(f"{len(rollout)} trajectories, {degenerate} degenerate group(s)")
 AdvantageBars(advantage_groups(rollout))

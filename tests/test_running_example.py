@@ -37,3 +37,11 @@ def test_each_hop_retrieves_its_passage_and_only_the_second_holds_the_answer():
     assert HOPS[0].reveals in HOPS[1].query
     # the question itself does not name the bridge entity
     assert HOPS[0].reveals not in RUNNING_EXAMPLE.question
+
+
+def test_the_notebooks_small_rollouts_start_on_the_running_example():
+    from helpers.widgets.course import rollout_examples
+
+    assert [e.id for e in rollout_examples(1)] == [RUNNING_EXAMPLE.id]
+    three = rollout_examples(3)
+    assert len(three) == 3 and three[0] == RUNNING_EXAMPLE and RUNNING_EXAMPLE.id not in {e.id for e in three[1:]}
