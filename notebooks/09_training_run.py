@@ -100,7 +100,7 @@ from helpers.widgets.course import remember
 remember("training_09", {"summary": summary, "sft": sft.sampler_path, "history": dashboard.history})
 columns = [c for c in ["step", "reward_mean", "exact_match", "valid_format_rate", "search_calls_mean",
                        "degenerate_group_share", "trained_tokens", "time_rollout", "time_training"] if c in dashboard.history[0]]
-pd.DataFrame(dashboard.history)[columns]
+pd.DataFrame(dashboard.history)[columns].set_index("step").round(3)  # rounded: the table fits the column
 
 # %% [markdown]
 # ## Exercises

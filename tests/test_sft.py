@@ -257,3 +257,13 @@ def test_sft_and_grpo_questions_never_overlap():
     assert len(sft) == plan.sft.limit and len(grpo) > 0
     assert not {e.id for e in sft} & {e.id for e in grpo}
     assert {e.data_source for e in sft} == {"nq", "hotpotqa"}  # the file is mixed: no reshuffle needed
+
+
+def test_the_call_marker_warning_names_too_little_training_before_the_tokenizer():
+    from helpers.sft import ENOUGH_DEMONSTRATIONS_SEEN, call_marker_warning
+
+    assert call_marker_warning(None, 1, 1) is None and call_marker_warning(0.9, 1, 1) is None
+    little = call_marker_warning(0.04, 2, 1)
+    assert "0.04" in little and "too few" in little and "fast profile" in little and "tokenizer" not in little
+    trained = call_marker_warning(0.04, ENOUGH_DEMONSTRATIONS_SEEN, 20)
+    assert "tokenizer splits the marker" in trained and "too few" not in trained
