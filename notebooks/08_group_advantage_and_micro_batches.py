@@ -40,6 +40,10 @@ values = budgets()
 rollout = recall("rollout_05") or list(run_rollout(rollout_examples(values["questions"]), values))
 degenerate = assign_group_advantages(rollout)
 print(f"{len(rollout)} trajectories, {degenerate} degenerate group(s)")
+if degenerate == len({t.question_index for t in rollout}):
+    print("every group is degenerate: all its trajectories scored the same, so every advantage is 0. "
+          "Expected from an untrained model (the fast profile's 135M one never searches); "
+          "the group below lets you set the rewards yourself.")
 AdvantageBars(advantage_groups(rollout))
 
 # %% [markdown]

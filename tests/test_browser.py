@@ -1,4 +1,4 @@
-"""The rollout-tree notebook in a real browser: JupyterLab + Debian's Chromium via Playwright.
+"""Notebooks 05 and 10 and the widget views in a real browser: JupyterLab + Debian's Chromium via Playwright.
 
 Needs the Debian package `chromium` (/usr/bin/chromium); no browser is downloaded. The notebook
 runs with COURSE_PROFILE=fast. A screenshot is kept under artifacts/ (git-ignored).
@@ -19,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "05_rollout_tree.ipynb"
+EVALUATION = ROOT / "notebooks" / "10_evaluation_and_analysis.ipynb"
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "artifacts"
 RUN_TIMEOUT_MS = 20 * 60 * 1000  # rollouts on a busy 2-core machine are slow
@@ -56,7 +57,8 @@ def lab(tmp_path_factory):
     home = tmp_path_factory.mktemp("lab")
     notebooks = home / "notebooks"
     notebooks.mkdir()
-    shutil.copy(NOTEBOOK, notebooks / NOTEBOOK.name)
+    for notebook in (NOTEBOOK, EVALUATION):
+        shutil.copy(notebook, notebooks / notebook.name)
     port = _free_port()
     env = dict(os.environ, COURSE_PROFILE="fast", TOKENIZERS_PARALLELISM="false",
                JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
@@ -83,6 +85,25 @@ def lab(tmp_path_factory):
     log.close()
 
 
+def _open_and_run_all(page, url: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(url, timeout=120_000)
+    page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
+    # the status bar says "<kernel> | Idle" once the kernel is up; only then run everything
+    expect(page.get_by_text("| Idle").first).to_be_visible(timeout=180_000)
+    started = page.locator(".jp-InputPrompt", has_text="*")
+    for _ in range(3):
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            expect(started.first).to_be_visible(timeout=30_000)
+            return
+        except AssertionError:
+            page.keyboard.press("Escape")
+    pytest.fail("Run > Run All Cells did not start the notebook")
+
+
 def test_rollout_tree_notebook_in_chromium(lab):
     from playwright.sync_api import expect, sync_playwright
 
@@ -92,21 +113,7 @@ def test_rollout_tree_notebook_in_chromium(lab):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
         try:
-            page.goto(f"{lab}/lab/tree/{NOTEBOOK.name}", timeout=120_000)
-            page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
-            # the status bar says "<kernel> | Idle" once the kernel is up; only then run everything
-            expect(page.get_by_text("| Idle").first).to_be_visible(timeout=180_000)
-            started = page.locator(".jp-InputPrompt", has_text="*")
-            for _ in range(3):
-                page.get_by_role("menuitem", name="Run", exact=True).click()
-                page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-                try:
-                    expect(started.first).to_be_visible(timeout=30_000)
-                    break
-                except AssertionError:
-                    page.keyboard.press("Escape")
-            else:
-                pytest.fail("Run > Run All Cells did not start the notebook")
+            _open_and_run_all(page, f"{lab}/lab/tree/{NOTEBOOK.name}")
 
             trees = page.locator("[data-testid=tree-widget]")
             playground = page.locator(".srt-playground")
@@ -160,6 +167,47 @@ def test_rollout_tree_notebook_in_chromium(lab):
         finally:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "browser_05_rollout_tree.png"), full_page=False)
+            browser.close()
+
+
+def test_evaluation_notebook_shows_its_tables_as_html_tables(lab):
+    """Notebook 10: the evaluation tables are tables (not Markdown text), the compared columns
+    first and the rest under a disclosure that opens."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            _open_and_run_all(page, f"{lab}/lab/tree/{EVALUATION.name}")
+            # the ask-the-agent tree is the last widget: once it shows a branch, the tables are drawn
+            asked = page.locator("[data-testid=tree-widget] [data-testid=tree-leaf]")
+            expect(asked.first).to_be_visible(timeout=RUN_TIMEOUT_MS)
+            outputs = page.locator(".jp-OutputArea-output")
+            tables = outputs.locator("table.srt-table")
+            # base vs checkpoint, the baselines, the recorded runs: each a compared-columns table plus its full one
+            assert tables.count() >= 6
+            assert outputs.filter(has_text="|---|").count() == 0, "a table was printed as Markdown"
+            first = tables.nth(0)
+            first.scroll_into_view_if_needed()
+            head = [h.strip() for h in first.locator("th").all_inner_texts()]
+            assert head[:4] == ["source", "EM strict base", "EM strict checkpoint", "Δ strict"]
+            details = outputs.locator("details").first
+            full = details.locator("table.srt-table")
+            expect(full).to_be_hidden()
+            details.locator("summary").click()
+            expect(full).to_be_visible()
+            assert full.locator("th").count() > first.locator("th").count()
+            baselines = tables.nth(2)
+            assert baselines.locator("tbody tr").count() >= 4  # four runs, at least one source each
+            assert "closed book" in baselines.inner_text() and "EM lenient" in baselines.inner_text()
+            # the box starts on the running example, whose reference answer is known
+            root = page.locator("[data-testid=tree-root]").last
+            expect(root).to_contain_text("Corliss Archer")
+            expect(root).to_contain_text("gold: Chief of Protocol")
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser_10_tables.png"), full_page=False)
             browser.close()
 
 
