@@ -152,7 +152,9 @@ else:
     print("no run recorded yet: showing this notebook's measurement as step 0")
 history.plot()
 plt.show()
-pd.DataFrame(history.rows())[["step", "tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "p1", "p50", "p99"]]
+(pd.DataFrame(history.rows())[["step", "tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "p1", "p50", "p99"]]
+ .set_index("step").style.format({"kl_k1": "{:.2e}", "kl_k3": "{:.2e}", "mean_abs_log_ratio": "{:.2e}",
+                                  "p1": "{:.5f}", "p50": "{:.5f}", "p99": "{:.5f}"}))
 
 # %% [markdown]
 # ## Exercises
