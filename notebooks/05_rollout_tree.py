@@ -68,8 +68,9 @@ _ = remember("rollout_05", list(trajectories))
 #
 # The root is the question. Each row is one branch (τ0, τ1, …): its turns in order — a search with
 # its query and the size of the observation the model got back (✂ when the evidence was cut to the
-# budget), ✎ a final answer, ⚠ an invalid turn — then its reward and advantage. **Click a row** to
-# open its turns: the full assistant text and the full observation.
+# budget), ✎ a final answer (amber and dashed when its format is invalid), ⚠ an invalid turn — then its
+# reward and advantage. **Click a row** to open its turns: the full assistant text and the full
+# observation.
 
 # %%
 group = groups_of(trajectories)[0]
