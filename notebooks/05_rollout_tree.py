@@ -112,8 +112,9 @@ show(nested["root"])
 #
 # In the fast profile the 135M model almost never writes a valid search, so budgets on searches
 # would change nothing there. When no sampled branch searched, the playground adds one
-# *teacher-forced* branch (the last τ): its two searches and answer are given, but run through the
-# same state machine and budgets, so ✂ and the ends by budget show on it.
+# *teacher-forced* branch (the last τ): its two searches and answer are given (its search budget is
+# raised to fit them), but run through the same state machine and observation budgets, so ✂ and the
+# ends on a call whose evidence does not fit show on it.
 
 # %%
 from helpers.widgets import RolloutPlayground
