@@ -59,6 +59,10 @@ def lab(tmp_path_factory):
     notebooks.mkdir()
     for notebook in (NOTEBOOK, EVALUATION):
         shutil.copy(notebook, notebooks / notebook.name)
+    # keep every cell in the page: JupyterLab's windowing detaches cells scrolled out of view
+    tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text('{"windowingMode": "none"}')
     port = _free_port()
     env = dict(os.environ, COURSE_PROFILE="fast", TOKENIZERS_PARALLELISM="false",
                JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
@@ -180,10 +184,10 @@ def test_evaluation_notebook_shows_its_tables_as_html_tables(lab):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
             _open_and_run_all(page, f"{lab}/lab/tree/{EVALUATION.name}")
-            # the ask-the-agent tree is the last widget: once it shows a branch, the tables are drawn
-            asked = page.locator("[data-testid=tree-widget] [data-testid=tree-leaf]")
-            expect(asked.first).to_be_visible(timeout=RUN_TIMEOUT_MS)
+            # the solution cell is the last one: once it has printed, every table is drawn
             outputs = page.locator(".jp-OutputArea-output")
+            expect(outputs.filter(has_text="correct").last).to_be_attached(timeout=RUN_TIMEOUT_MS)
+            expect(page.locator("[data-testid=tree-widget] [data-testid=tree-leaf]").first).to_be_attached()
             tables = outputs.locator("table.srt-table")
             # base vs checkpoint, the baselines, the recorded runs: each a compared-columns table plus its full one
             assert tables.count() >= 6
@@ -203,6 +207,7 @@ def test_evaluation_notebook_shows_its_tables_as_html_tables(lab):
             assert "closed book" in baselines.inner_text() and "EM lenient" in baselines.inner_text()
             # the box starts on the running example, whose reference answer is known
             root = page.locator("[data-testid=tree-root]").last
+            root.scroll_into_view_if_needed()
             expect(root).to_contain_text("Corliss Archer")
             expect(root).to_contain_text("gold: Chief of Protocol")
         finally:
