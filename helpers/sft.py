@@ -640,15 +640,33 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
     )
     sampling_client = service.create_sampling_client(base_model=model, model_path=result.sampler_path)
     result.call_marker_prob = call_marker_probability(sampling_client, tokenizer, demos)
-    if result.call_marker_prob is not None and result.call_marker_prob < 0.5:
-        print(f"WARNING: after SFT the policy gives <tool_call> probability {result.call_marker_prob:.2f} where "
-              "its demonstrations call search; rollouts will not parse. Check how the tokenizer splits the "
-              "marker (notebook 06, Trap 4) before training further.", flush=True)
+    warning = call_marker_warning(result.call_marker_prob, len(demos) * config.epochs, steps)
+    if warning:
+        print(warning, flush=True)
     run.write_json("config.json", {"sft": dataclasses.asdict(config), "model": model})
     run.write_json("result.json", dataclasses.asdict(result))
     tracker.log_table("sft/result", [{k: v for k, v in dataclasses.asdict(result).items() if k != "losses"}], steps)
     tracker.close()
     return result
+
+
+# Fewer demonstrations than this (counted once per epoch) cannot be expected to teach the call.
+ENOUGH_DEMONSTRATIONS_SEEN = 32
+
+
+def call_marker_warning(probability: float | None, demonstrations_seen: int, steps: int) -> str | None:
+    """The warning for a policy that still does not open its search calls after SFT, naming the
+    likely cause: too little training (the fast profile's one-step SFT), or, after a real warm
+    start, a tokenizer that splits the marker otherwise than the weights learned."""
+    if probability is None or probability >= 0.5:
+        return None
+    head = (f"WARNING: after SFT the policy gives <tool_call> probability {probability:.2f} where its "
+            "demonstrations call search, so most rollouts will not parse. ")
+    if demonstrations_seen < ENOUGH_DEMONSTRATIONS_SEEN:
+        return head + (f"{demonstrations_seen} demonstration(s) in {steps} optimiser step(s) are too few to teach "
+                       "the call: expected in the fast profile, which only checks that the code runs. Train on more "
+                       "questions (sft_questions, sft_epochs) to see the warm start work.")
+    return head + ("Check how the tokenizer splits the marker (notebook 06, Trap 4) before training further.")
 
 
 def main(argv: Sequence[str] | None = None) -> SFTResult:

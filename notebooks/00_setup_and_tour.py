@@ -45,6 +45,15 @@
 # `COURSE_PROFILE=fast` (what the tests use) picks the small SmolLM2-135M model and tiny budgets, so
 # every notebook runs in a minute or two on a laptop CPU. The default `full` profile uses
 # Qwen2.5-0.5B and budgets closer to a real run. Nothing else changes between the two.
+#
+# **What the fast profile is for:** the test suite and slow machines — it runs every cell of every
+# notebook, so you can read the code, move the widgets and check that the whole chain works.
+# **What it cannot show:** learning. The 135M model almost never writes a valid search call, so
+# most groups score the same (degenerate, advantage 0), its one-step SFT does not teach the call
+# format, and a one-step GRPO run changes nothing you could measure. Where a notebook's experiment
+# needs a search, it says what happens in this profile (notebook 05 adds a teacher-forced branch).
+# To see the agent search, learn and improve, use the `full` profile, or read the recorded GPU run
+# in `results/` (notebook 10).
 
 # %%
 from helpers import config
@@ -83,8 +92,9 @@ print("vocabulary:", len(tokenizer), "tokens")
 import pytrio as trio
 
 from helpers.protocol import build_messages, build_prompt, parse_assistant, stop_sequences
+from helpers.running_example import RUNNING_EXAMPLE
 
-question = "What country was the author of The Little Prince born in?"
+question = RUNNING_EXAMPLE.question  # the question the course follows, answered in two searches
 prompt_tokens = build_prompt(tokenizer, build_messages(question))
 response = sampler.sample(
     prompt=trio.ModelInput.from_ints(prompt_tokens),

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -31,6 +33,7 @@
 import json
 
 from helpers.protocol import SEARCH_TOOL, build_messages, build_prompt, parse_assistant, render_chat, stop_sequences
+from helpers.running_example import ANSWER, HOPS, RUNNING_EXAMPLE
 from helpers.widgets.course import tokenizer as course_tokenizer
 
 tokenizer = course_tokenizer()  # the tokenizer alone: no model weights needed here
@@ -43,9 +46,16 @@ print(json.dumps(SEARCH_TOOL, indent=2))
 # line `Answer: <short answer>`, never call and answer in the same turn) plus a worked example, then
 # the question. `build_prompt` renders it with the tool schema and ends with the assistant header, so
 # the next token the model writes is the start of its turn.
+#
+# The worked example in the rules is Happy-LLM's story (where was the author of *The Little Prince*
+# born?), kept as an illustration only: the offline index has no passage about Saint-Exupéry. The
+# question the course follows from here to notebook 10 is a HotpotQA *bridge* question from the data
+# pack, `RUNNING_EXAMPLE`: the first search finds the film and the actress's name, a second search on
+# that name finds the answer.
 
 # %%
-messages = build_messages("What country was the author of The Little Prince born in?")
+print("running example:", RUNNING_EXAMPLE.question, "→", ANSWER)
+messages = build_messages(RUNNING_EXAMPLE.question)
 text = render_chat(tokenizer, messages, add_generation_prompt=True)
 prompt_tokens = build_prompt(tokenizer, messages)
 print(text)
@@ -67,10 +77,11 @@ print(f"--- {len(text)} characters, {len(prompt_tokens)} tokens; the sampler sto
 # the model hedge.
 
 # %%
+first_call = '<tool_call>\n' + json.dumps({"name": "search", "arguments": {"query": HOPS[0].query}}) + '\n</tool_call>'
 for sample in [
-    'Let me check.<tool_call>\n{"name": "search", "arguments": {"query": "Little Prince author"}}\n</tool_call>',
-    "Answer: France",
-    '<tool_call>\n{"name": "search", "arguments": {"query": "Lyon"}}\n</tool_call>\nAnswer: France',
+    "I need the actress first." + first_call,
+    f"Answer: {ANSWER}",
+    first_call + f"\nAnswer: {ANSWER}",
     '<tool_call>\n{"name": "search"',
 ]:
     print(parse_assistant(sample))
@@ -86,7 +97,7 @@ from IPython.display import display
 
 from helpers.widgets._html import esc
 
-box = widgets.Textarea(value='<tool_call>\n{"name": "search", "arguments": {"query": "Eiffel Tower height"}}\n</tool_call>',
+box = widgets.Textarea(value='<tool_call>\n' + json.dumps({"name": "search", "arguments": {"query": HOPS[1].query}}) + '\n</tool_call>',
                        layout=widgets.Layout(width="640px", height="90px"))
 verdict = widgets.HTML()
 
@@ -94,9 +105,15 @@ verdict = widgets.HTML()
 def judge(_=None):
     parsed = parse_assistant(box.value)
     colour = {"tool": "#2a7f8f", "answer": "#2ea043", "invalid": "#da3633"}[parsed.kind]
-    verdict.value = (f'<b style="color:{colour}">{parsed.kind}</b> · query: <code>{esc(parsed.query)}</code>'
-                     f" · content: <code>{esc(parsed.content[:120])}</code>"
-                     + (f" · why: {esc(parsed.error)}" if parsed.error else ""))
+    # show only the fields this kind of turn has: a query for a search, the text for an answer
+    parts = [f'<b style="color:{colour}">{parsed.kind}</b>']
+    if parsed.query:
+        parts.append(f"query: <code>{esc(parsed.query)}</code>")
+    if parsed.content.strip():
+        parts.append(f"text: <code>{esc(parsed.content[:120])}</code>")
+    if parsed.error:
+        parts.append(f"why: {esc(parsed.error)}")
+    verdict.value = " · ".join(parts)
 
 
 box.observe(judge, names="value")

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -31,10 +33,12 @@
 
 # %%
 from helpers.reward import extract_answer, normalize_answer, score_answer
+from helpers.running_example import RUNNING_EXAMPLE
 
-print(extract_answer("Some thinking.\nAnswer: The Eiffel Tower."))
-print(normalize_answer("The Eiffel Tower."), "==", normalize_answer("eiffel tower"))
-score_answer("Some thinking.\nAnswer: The Eiffel Tower.", ["Eiffel Tower"])
+final_turn = "Shirley Temple was Chief of Protocol of the United States.\nAnswer: The Chief of Protocol."
+print(extract_answer(final_turn))
+print(normalize_answer("The Chief of Protocol."), "==", normalize_answer(RUNNING_EXAMPLE.answers[0]))
+score_answer(final_turn, RUNNING_EXAMPLE.answers)  # the running example's last turn
 
 # %% [markdown]
 # ## Exact match after normalisation

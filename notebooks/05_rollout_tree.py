@@ -29,17 +29,17 @@
 # state and parse each turn as it comes.
 
 # %%
-from helpers.data import load_examples
 from helpers.rollout import RolloutConfig, rollout_batch
+from helpers.running_example import ANSWER, HOPS, QUERIES, RUNNING_EXAMPLE
 from helpers.widgets import TrajectoryTree, budgets, tree_data
 from helpers.widgets.adapters import groups_of
-from helpers.widgets.course import engine, remember, rollout_config, search_client
+from helpers.widgets.course import engine, remember, rollout_config, rollout_examples, search_client
 
 values = budgets()
 current = engine()
 sampler, tokenizer = current.sampler, current.tokenizer
 search = search_client("local")
-examples = load_examples("train", limit=values["questions"])
+examples = rollout_examples(values["questions"])  # the running example (its tree is shown), then training questions
 config = rollout_config(values, seed=0)
 config
 
@@ -186,8 +186,9 @@ _ = remember("rollout_05", list(trajectories))
 #
 # The root is the question. Each row is one branch (τ0, τ1, …): its turns in order — a search with
 # its query and the size of the observation the model got back (✂ when the evidence was cut to the
-# budget), ✎ a final answer, ⚠ an invalid turn — then its reward and advantage. **Click a row** to
-# open its turns: the full assistant text and the full observation.
+# budget), ✎ a final answer (amber and dashed when its format is invalid), ⚠ an invalid turn — then its
+# reward and advantage. **Click a row** to open its turns: the full assistant text and the full
+# observation.
 
 # %%
 group = groups_of(trajectories)[0]
@@ -266,19 +267,19 @@ playground
 
 # %%
 untrusted = {
-    "question": "Where was the author of The Little Prince born?",
-    "answers": ["Lyon"],
+    "question": RUNNING_EXAMPLE.question,
+    "answers": RUNNING_EXAMPLE.answers,
     "leaves": [{
         "index": 0, "reward": 1.0, "advantage": 0.5, "exact_match": True, "valid_format": True,
         "turns": [
-            {"kind": "tool", "text": "<tool_call>…</tool_call>", "query": "Saint-Exupery birthplace", "tokens": 20,
-             "observation": "[1] Title: Antoine de Saint-Exupéry\n    Content: born in Lyon <img src=x onerror=alert(1)>",
+            {"kind": "tool", "text": "<tool_call>…</tool_call>", "query": HOPS[1].query, "tokens": 20,
+             "observation": f"[1] Title: {HOPS[1].title}\n    Content: … served as {ANSWER} <img src=x onerror=alert(1)>",
              "observation_tokens": 30, "cut": False},
-            {"kind": "answer", "text": "Answer: Lyon", "tokens": 4},
+            {"kind": "answer", "text": f"Answer: {ANSWER}", "tokens": 4},
         ],
     }, {
         "index": 1, "reward": 0.0, "advantage": -0.5, "exact_match": False, "valid_format": True,
-        "turns": [{"kind": "answer", "text": "Answer: Paris", "tokens": 4}],
+        "turns": [{"kind": "answer", "text": "Answer: Ambassador to Ghana", "tokens": 4}],
     }],
 }
 TrajectoryTree(untrusted, selected=0)

@@ -143,7 +143,10 @@ if recorded.exists():
 
 # %% [markdown]
 # See it in the weights of the model you are running: the cosine between the embedding rows of the
-# four markers. A bright off-diagonal square means two markers the model cannot tell apart.
+# template markers that are single tokens in its tokenizer (four in Qwen2.5; two in SmolLM2, where
+# the tool-call markers are plain text). The colour scale starts at 0.8 (lower if a cosine is). A yellow
+# cell off the diagonal, at 1.00, is two markers the model cannot tell apart: in Qwen2.5,
+# `<tool_call>` and `</tool_call>`.
 
 # %%
 import matplotlib.pyplot as plt
@@ -152,13 +155,17 @@ import numpy as np
 from helpers.models import marker_cosines
 
 names, cosine = marker_cosines()
-fig, ax = plt.subplots(figsize=(4.2, 3.6))
-ax.imshow(cosine, vmin=-1, vmax=1, cmap="RdBu_r")
+values = cosine.numpy()
+low = min(0.8, float(values.min()))  # the interesting range is close to 1: spread it over the colours
+fig, ax = plt.subplots(figsize=(4.6, 3.6))
+image = ax.imshow(values, vmin=low, vmax=1, cmap="viridis")
+fig.colorbar(image, ax=ax, label="cosine")
 ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
 ax.set_yticks(range(len(names)), names)
-for (i, j), value in np.ndenumerate(cosine.numpy()):
-    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
-ax.set_title("cosine of marker embeddings")
+for (i, j), value in np.ndenumerate(values):
+    light = (value - low) / (1 - low) > 0.6  # viridis is light at the top of its range
+    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=9, color="black" if light else "white")
+ax.set_title("cosine of marker embeddings", fontsize=10)
 plt.show()
 
 # %% [markdown]

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -78,8 +80,9 @@ pd.DataFrame({
     "position": list(window),
     "input": [repr(tokenizer.decode([input_ids[i]])) for i in window],
     "target": [repr(tokenizer.decode([int(targets[i])])) for i in window],
-    "old logprob": [round(float(old_logprobs[i]), 3) for i in window],
-    "advantage": [float(advantages[i]) for i in window],
+    # + 0.0 turns the -0.0 of a rounded tiny negative log-prob into 0.0
+    "old logprob": [round(float(old_logprobs[i]), 3) + 0.0 for i in window],
+    "advantage": [float(advantages[i]) + 0.0 for i in window],
 })
 
 # %% [markdown]

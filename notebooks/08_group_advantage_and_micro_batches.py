@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -32,13 +34,16 @@ from helpers.data import SearchExample
 from helpers.rollout import Trajectory, assign_group_advantages
 from helpers.widgets import AdvantageBars, budgets
 from helpers.widgets.adapters import advantage_groups
-from helpers.widgets.course import recall, run_rollout
-from helpers.data import load_examples
+from helpers.widgets.course import recall, rollout_examples, run_rollout
 
 values = budgets()
-rollout = recall("rollout_05") or list(run_rollout(load_examples("train", limit=values["questions"]), values))
+rollout = recall("rollout_05") or list(run_rollout(rollout_examples(values["questions"]), values))
 degenerate = assign_group_advantages(rollout)
 print(f"{len(rollout)} trajectories, {degenerate} degenerate group(s)")
+if degenerate == len({t.question_index for t in rollout}):
+    print("every group is degenerate: all its trajectories scored the same, so every advantage is 0. "
+          "Expected from an untrained model (the fast profile's 135M one never searches); "
+          "the group below lets you set the rewards yourself.")
 AdvantageBars(advantage_groups(rollout))
 
 # %% [markdown]
@@ -89,11 +94,14 @@ from types import SimpleNamespace
 
 from helpers.train import pack_micro_batches
 from helpers.widgets import MicroBatchBlocks
+from helpers.widgets.budgets import SLIDER_STYLE, slider_layout
 
 lengths = [1480, 1320, 1290, 900, 880, 610, 420, 400]  # a step's trajectory lengths (tokens)
 items = [SimpleNamespace(length=n, datum=None) for n in lengths]
-max_datums = widgets.IntSlider(value=4, min=1, max=8, description="max_datums", continuous_update=False)
-max_tokens = widgets.IntSlider(value=4096, min=1536, max=12288, step=512, description="max_tokens", continuous_update=False)
+max_datums = widgets.IntSlider(value=4, min=1, max=8, description="max_datums", continuous_update=False,
+                               style=SLIDER_STYLE, layout=slider_layout())
+max_tokens = widgets.IntSlider(value=4096, min=1536, max=12288, step=512, description="max_tokens",
+                               continuous_update=False, style=SLIDER_STYLE, layout=slider_layout())
 blocks = MicroBatchBlocks()
 
 

@@ -100,7 +100,11 @@ from helpers.widgets.course import remember
 remember("training_09", {"summary": summary, "sft": sft.sampler_path, "history": dashboard.history})
 columns = [c for c in ["step", "reward_mean", "exact_match", "valid_format_rate", "search_calls_mean",
                        "degenerate_group_share", "trained_tokens", "time_rollout", "time_training"] if c in dashboard.history[0]]
-pd.DataFrame(dashboard.history)[columns]
+short = {"reward_mean": "reward", "exact_match": "EM", "valid_format_rate": "format", "search_calls_mean": "searches",
+         "degenerate_group_share": "degenerate", "trained_tokens": "trained tokens", "time_rollout": "rollout s",
+         "time_training": "training s"}
+# short headers and rounded numbers: the table fits the notebook column
+pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(columns=short)
 
 # %% [markdown]
 # ## A run that learns on a CPU

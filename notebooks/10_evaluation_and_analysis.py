@@ -30,7 +30,9 @@
 
 # %%
 from helpers import config
-from helpers.analyse import compare, format_comparison, format_table, summarise
+from IPython.display import display
+
+from helpers.analyse import compare, comparison_table, summarise, summary_table
 from helpers.eval import EvalConfig, evaluate
 from helpers.widgets import budgets
 from helpers.widgets.course import recall
@@ -47,11 +49,15 @@ common
 
 # %% [markdown]
 # ## Base model vs checkpoint, same environment
+#
+# Each table shows first the columns a comparison reads (exact match, and which questions only one
+# run gets right); open **all columns** under it for the rest (searches, failed and cut
+# observations, token counts).
 
 # %%
 base_rows = evaluate(EvalConfig(label="base", **common))
 checkpoint_rows = evaluate(EvalConfig(label="checkpoint", model_path=checkpoint, **common))
-print(format_comparison(compare(base_rows, checkpoint_rows, labels=("base", "checkpoint")), ("base", "checkpoint")))
+comparison_table(compare(base_rows, checkpoint_rows, labels=("base", "checkpoint")), ("base", "checkpoint"))
 
 # %% [markdown]
 # ## Baselines
@@ -65,8 +71,8 @@ print(format_comparison(compare(base_rows, checkpoint_rows, labels=("base", "che
 # %%
 closed_rows = evaluate(EvalConfig(mode="closed_book", label="closed book", **common))
 rag_rows = evaluate(EvalConfig(mode="rag", label="rag", **common))
-print(format_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows),
-                    "agent (base)": summarise(base_rows), "agent (checkpoint)": summarise(checkpoint_rows)}))
+summary_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows),
+               "agent (base)": summarise(base_rows), "agent (checkpoint)": summarise(checkpoint_rows)})
 
 # %% [markdown]
 # With a handful of questions these numbers are noise; they show the *method*. Record at least: exact
@@ -109,7 +115,7 @@ for path in eval_files:
     rows = read_jsonl(path)
     if rows and isinstance(rows[0], dict) and "exact_match" in rows[0]:
         recorded[str(path.relative_to(results))] = summarise(rows)
-print(format_table(recorded) if recorded else "No recorded evaluation rows in results/ yet.")
+display(summary_table(recorded)) if recorded else print("No recorded evaluation rows in results/ yet.")
 
 # %% [markdown]
 # ## A second search where one is not enough?
@@ -157,7 +163,7 @@ hotpot = {label: [r for r in rows if r.get("data_source") == "hotpotqa"] for lab
 hotpot_tables = {label: second_search_table(rows) for label, rows in hotpot.items()
                  if any(int(r.get("search_calls", 0)) >= 2 for r in rows)}
 if hotpot_tables:
-    second_search_figure(hotpot_tables).axes[0].set_title("HotpotQA only (runs that ever searched twice)", fontsize=9)
+    second_search_figure(hotpot_tables, title="HotpotQA only (runs that ever searched twice)")
     plt.show()
 else:
     print("No HotpotQA run searched twice yet.")
@@ -172,13 +178,13 @@ else:
 # negative, and GRPO pushes the policy towards one search.
 
 # %%
-from helpers.analyse import second_search_payoff_figure
+from helpers.analyse import COLUMN_INCHES, second_search_payoff_figure
 
 sft_runs = [label for label in hits if label.endswith("/sft") and
             second_search_table(hits[label])["first search found it"]["em_strict_if_again"] is not None]
 payoff_run = sft_runs[0] if sft_runs else next(iter(hits), None)
 if payoff_run:
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.4))
     for ax, source in zip(axes, ("hotpotqa", "nq")):
         rows = [r for r in hits[payoff_run] if r.get("data_source") == source]
         second_search_payoff_figure(second_search_table(rows), f"{payoff_run}: {source}", ax=ax)
@@ -291,8 +297,8 @@ except ImportError:
 # %% [markdown]
 # ## Ask the agent
 #
-# Type a question (or pick one of the recorded test questions offered first, where the budgets
-# matter) and press Enter: the agent answers it on this machine, with the local search index, and you
+# Type a question (or pick one: the course's running example first, whose reference answer is
+# known, then recorded test questions where the budgets matter) and press Enter: the agent answers it on this machine, with the local search index, and you
 # see its trajectory as a tree. The default agent is the trained policy — the SFT + GRPO adapter of the
 # recorded GPU run when it was trained on this profile's model, else your checkpoint from notebook
 # 09 — and the picker switches to the SFT policy, the base model or your own checkpoint. Evaluation
@@ -303,12 +309,13 @@ except ImportError:
 
 # %%
 from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
+from helpers.running_example import RUNNING_EXAMPLE
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_questions, live_run_fn
 
 ask_values = {**values, "group_size": 1, "temperature": 0.0}
 ask = RolloutPlayground(live_run_fn(seed=0), values=ask_values, policies=policy_options(), policy=default_policy(),
-                        questions=budget_questions(), run_label="ask the agent")
+                        questions=[RUNNING_EXAMPLE, *budget_questions()], run_label="ask the agent")
 ask.tree.selected = 0
 if unavailable_reason(TRAINED_POLICY):  # e.g. the fast profile's small model
     print("not the recorded SFT + GRPO policy:", unavailable_reason(TRAINED_POLICY))

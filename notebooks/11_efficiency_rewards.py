@@ -113,14 +113,13 @@ np.round(eff.length_penalties(lengths, preferred, refs), 3)
 # interesting). Move the sliders: every penalty, reward and advantage is recomputed.
 
 # %%
-from helpers.data import load_examples
 from helpers.widgets import budgets
-from helpers.widgets.course import forced_trajectory, recall, remember, run_rollout
+from helpers.widgets.course import forced_trajectory, recall, remember, rollout_examples, run_rollout
 
 values = budgets()
 sampled = recall("rollout_05")
 if sampled is None:  # notebook 05 not run in this profile: roll out now, and keep it for the others
-    sampled = list(run_rollout(load_examples("train", limit=values["questions"]), values))
+    sampled = list(run_rollout(rollout_examples(values["questions"]), values))
     remember("rollout_05", sampled)
 question = sampled[0].example
 group = [t for t in sampled if t.question_index == sampled[0].question_index]

@@ -72,7 +72,7 @@ questions = load_examples("test", limit=values["eval_questions"])
 base_engine = engine()
 policies = {"base": base_engine.sampler}
 trained = recall("training_09") or {}
-for name, key in (("sft", "sft"), ("grpo", "sampler_path")):
+for name, key in (("sft", "sft"), ("sft_grpo", "sampler_path")):  # the names of the recorded sweep
     path = trained.get(key) or (trained.get("summary") or {}).get(key)
     if path:
         try:
@@ -87,23 +87,26 @@ for name, sampler in policies.items():
                                policy=name, config=rollout_config(values, temperature=0.6))
 import pandas as pd
 
-pd.DataFrame([p.as_dict() for p in points])
+# one row per policy and budget; the columns a reader compares first
+pd.DataFrame([p.as_dict() for p in points]).set_index(["policy", "budget"])[
+    ["accuracy", "valid_format_rate", "search_calls_mean", "tokens_per_question", "questions"]].round(3)
 
 # %%
 import matplotlib.pyplot as plt
 
 eff.plot_tool_efficiency(points)
-plt.tight_layout()
+plt.show()
 
 # %% [markdown]
-# Two questions are far too few to read anything into the accuracy; the point here is the
-# machinery, and the cost side is already informative: every search adds an observation the model
+# A handful of questions (`eval_questions`: 1 in the fast profile, 20 in the full one) is far too
+# few to read anything into the accuracy; the point here is the machinery, and the cost side is
+# already informative: every search adds an observation the model
 # must read on the next turn, so **input** tokens grow much faster than output tokens.
 #
 # ## The recorded sweep
 #
 # A longer run of the same function (`python -m helpers.efficiency budget --policy base= --policy
-# sft=… --policy grpo=…`, on a GPU) is kept in `results/efficiency/budget_sweep.json` when it has
+# sft=… --policy sft_grpo=…`, on a GPU) is kept in `results/efficiency/budget_sweep.json` when it has
 # been run. Pick the policies and the quantity to plot.
 
 # %%

@@ -88,14 +88,15 @@ torch.set_num_threads(2)
 sequences = [t.turns[-1].prompt_tokens + t.turns[-1].completion_tokens for t in rollout[:2]]
 precision = mm.precision_mismatch(current.model, sequences, prompt_tokens=len(rollout[0].turns[0].prompt_tokens))
 stats = precision["stats"]
+# one column per comparison, one row per measure: fits the notebook column
 pd.DataFrame([{k: v for k, v in s.as_dict().items() if k != "ratio_quantiles"} for s in (same, stats)],
-             index=["fp32 engine: decode vs forward", "bf16 vs fp32, same tokens"])
+             index=["fp32 engine: decode vs forward", "bf16 vs fp32, same tokens"]).T
 
 # %%
 import matplotlib.pyplot as plt
 
 log_r = precision["trainer_logprobs"] - precision["sampler_logprobs"]
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.4))
+fig, ax = plt.subplots(1, 2, figsize=(9, 3.4))
 ax[0].hist(log_r, bins=60, color="#457b9d")
 ax[0].set_title("log r_t, bf16 sampler vs fp32 trainer")
 ax[0].set_xlabel("log pi_train - log mu_infer")
@@ -152,8 +153,10 @@ else:
     history.add(0, engine_new, engine_old)
     print("no run recorded yet: showing this notebook's measurement as step 0")
 history.plot()
-plt.tight_layout()
-pd.DataFrame(history.rows())[["step", "tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "p1", "p50", "p99"]]
+plt.show()
+(pd.DataFrame(history.rows())[["step", "tokens", "kl_k1", "kl_k3", "mean_abs_log_ratio", "p1", "p50", "p99"]]
+ .set_index("step").style.format({"kl_k1": "{:.2e}", "kl_k3": "{:.2e}", "mean_abs_log_ratio": "{:.2e}",
+                                  "p1": "{:.5f}", "p50": "{:.5f}", "p99": "{:.5f}"}))
 
 # %% [markdown]
 # ## Exercises

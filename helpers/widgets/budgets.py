@@ -55,6 +55,13 @@ SLIDERS = {
     "search_topk": (1, 10, 1),
 }
 
+# Wide enough for the longest budget name ("max_tool_response_tokens") at JupyterLab's font size.
+SLIDER_STYLE = {"description_width": "210px"}
+
+
+def slider_layout(width: str = "520px") -> widgets.Layout:
+    return widgets.Layout(width=width)
+
 
 def budgets(name: str | None = None) -> dict[str, Any]:
     """A fresh copy of the budgets of the current profile (or of `name`)."""
@@ -80,8 +87,7 @@ def budget_sliders(values: dict[str, Any] | None = None) -> dict[str, widgets.Wi
         cls = widgets.FloatSlider if isinstance(step, float) else widgets.IntSlider
         out[name] = cls(
             value=value, min=low, max=high, step=step, description=name,
-            continuous_update=False, style={"description_width": "170px"},
-            layout=widgets.Layout(width="460px"),
+            continuous_update=False, style=SLIDER_STYLE, layout=slider_layout(),
         )
         out[name].add_class(f"srt-slider-{name}")
     return out

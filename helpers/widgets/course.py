@@ -59,6 +59,15 @@ def rollout_config(values: dict[str, Any], seed: int = 0, **overrides: Any):
     return RolloutConfig(**kwargs)
 
 
+def rollout_examples(questions: int) -> list[Any]:
+    """The questions of the notebooks' small rollouts: the running example, then training questions."""
+    from helpers.data import load_examples
+    from helpers.running_example import RUNNING_EXAMPLE
+
+    more = load_examples("train", limit=questions - 1) if questions > 1 else []
+    return [RUNNING_EXAMPLE] + more
+
+
 def run_rollout(examples: Sequence[Any], values: dict[str, Any], *, sampler: Any = None, tokenizer: Any = None,
                 search: Any = None, seed: int = 0, progress: bool = True, **overrides: Any) -> list[Any]:
     """rollout_batch on `examples` with the budgets in `values` (the sliders' current values)."""
@@ -156,10 +165,11 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
 def search_trajectory(values: dict[str, Any] | None = None) -> tuple[Any, str]:
     """A trajectory with at least one search turn, and where it came from.
 
-    Prefers a sampled one from notebook 05's rollout (recomputed when missing); when the model
-    never searched there, falls back to a teacher-forced trajectory on the same question.
+    Prefers a sampled one from notebook 05's rollout (recomputed when missing), on the running
+    example when it searched there; when the model never searched, falls back to a teacher-forced
+    trajectory of the running example's two hops.
     """
-    from helpers.data import load_examples
+    from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
     from helpers.widgets.budgets import budgets
 
     values = values or budgets()
@@ -168,13 +178,13 @@ def search_trajectory(values: dict[str, Any] | None = None) -> tuple[Any, str]:
         return kept
     sampled = recall("rollout_05")
     if sampled is None:
-        sampled = list(run_rollout(load_examples("train", limit=values["questions"]), values))
+        sampled = list(run_rollout(rollout_examples(values["questions"]), values))
         remember("rollout_05", sampled)
     searched = [t for t in sampled if len(t.turns) >= 2 and t.searches]
+    searched.sort(key=lambda t: t.example.id != RUNNING_EXAMPLE.id)  # the running example first
     if searched:
         found = (searched[0], "sampled")
     else:
-        example = sampled[0].example
-        found = (forced_trajectory(example, [example.question], example.answers[0]), "teacher-forced")
+        found = (forced_trajectory(RUNNING_EXAMPLE, QUERIES, ANSWER), "teacher-forced")
     remember("search_trajectory", found)
     return found
