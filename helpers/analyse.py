@@ -15,6 +15,7 @@ from helpers.evidence import is_yes_no
 from helpers.runs import read_jsonl
 
 ALL = "all"
+COLUMN_INCHES = 9.0  # a JupyterLab notebook column shows about 970 px: wider figures shrink (100 dpi)
 
 COLUMNS = [
     ("n", "n", "{:d}"),
@@ -157,30 +158,32 @@ def second_search_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
     return table
 
 
-def second_search_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]):
-    """Bars: share of questions searched again, when the first search found the answer, when it
-    missed, and (grey, where there are any) on yes/no questions."""
+def second_search_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                         title: str = "A second search where one is not enough?"):
+    """Horizontal bars, one block per run: share of questions searched again when the first
+    search found the answer, when it missed, and (grey, where there are any) on yes/no questions.
+    Sized for a notebook column whatever the number of runs: runs are rows, not columns."""
     import matplotlib.pyplot as plt
 
     labels = list(tables)
     groups = ["first search found it", "first search missed"]
     if any(tables[label].get("yes/no question", {}).get("n") for label in labels):
         groups.append("yes/no question")
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(labels), 3.2))
-    width = 0.8 / len(groups)
+    height = 0.8 / len(groups)
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 1.3 + 0.22 * len(groups) * len(labels)), layout="constrained")
     for k, (group, colour) in enumerate(zip(groups, ("#8fbc8f", "#cd5c5c", "#a9a9a9"))):
-        xs = [i + (k - (len(groups) - 1) / 2) * width for i in range(len(labels))]
+        ys = [i + (k - (len(groups) - 1) / 2) * height for i in range(len(labels))]
         values = [tables[label][group]["searched_again"] for label in labels]
-        ax.bar(xs, values, width, color=colour, label=group)
-        for x, label in zip(xs, labels):
-            ax.text(x, tables[label][group]["searched_again"] + 0.01, f"n={tables[label][group]['n']}",
-                    ha="center", fontsize=7)
-    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
-    ax.set_ylabel("searched again")
-    ax.set_ylim(0, 1)
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_title("A second search where one is not enough?")
-    fig.tight_layout()
+        ax.barh(ys, values, height, color=colour, label=group)
+        for y, label, value in zip(ys, labels, values):
+            ax.text(value + 0.01, y, f"n={tables[label][group]['n']}", va="center", fontsize=7, color="#444")
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()  # the first run on top, as in the legend and the tables
+    ax.set_xlabel("share of questions searched again")
+    ax.set_xlim(0, 1.12)  # room for the n= labels of full bars
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=len(groups), fontsize=8, frameon=False)
     return fig
 
 
@@ -342,34 +345,81 @@ def search_learned_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]],
     return fig
 
 
+# the columns a reader compares first; the others open on demand
+FIRST_COLUMNS = ("n", "em_strict", "em_lenient", "format_rate", "search_calls_mean")
+
+
+class Table:
+    """Rows of cells that show as an HTML table in a notebook and as Markdown when printed.
+
+    The first `first` columns are the ones a reader compares; the HTML shows them and puts the
+    full table under a "all columns" disclosure. Cells are escaped: labels come from file names.
+    """
+
+    def __init__(self, header: Sequence[str], rows: Sequence[Sequence[str]], first: int | None = None):
+        self.header = [str(h) for h in header]
+        self.rows = [[str(c) for c in row] for row in rows]
+        self.first = len(self.header) if first is None else first
+
+    def __str__(self) -> str:
+        lines = ["| " + " | ".join(self.header) + " |", "|" + "---|" * len(self.header)]
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _html(self, width: int) -> str:
+        from html import escape
+
+        head = "".join(f"<th>{escape(h)}</th>" for h in self.header[:width])
+        body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row[:width]) + "</tr>" for row in self.rows)
+        return f'<table class="srt-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+    def _repr_html_(self) -> str:
+        if self.first >= len(self.header):
+            return self._html(len(self.header))
+        return (self._html(self.first) + f"<details><summary>all {len(self.header)} columns</summary>"
+                + self._html(len(self.header)) + "</details>")
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return fmt.format(int(value)) if fmt.endswith("d}") else fmt.format(float(value))
+
+
+def summary_table(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], columns=COLUMNS,
+                  first: Sequence[str] = FIRST_COLUMNS) -> Table:
+    """One row per (run, data source); `summaries` is {label: summarise(rows)}. The columns in
+    `first` come first (the HTML view shows them and keeps the rest on demand)."""
+    columns = [c for c in columns if c[0] in first] + [c for c in columns if c[0] not in first]
+    header = ["run", "source"] + [title for _, title, _ in columns]
+    rows = [[str(label), str(source)] + [_cell(values.get(key, 0), fmt) for key, _, fmt in columns]
+            for label, groups in summaries.items() for source, values in groups.items()]
+    return Table(header, rows, first=2 + sum(1 for c in columns if c[0] in first))
+
+
 def format_table(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], columns=COLUMNS) -> str:
     """Markdown: one row per (run, data source). `summaries` is {label: summarise(rows)}."""
-    header = ["run", "source"] + [title for _, title, _ in columns]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for label, groups in summaries.items():
-        for source, values in groups.items():
-            cells = [str(label), str(source)]
-            for key, _, fmt in columns:
-                value = values.get(key, 0)
-                cells.append(fmt.format(int(value)) if fmt.endswith("d}") else fmt.format(float(value)))
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return str(summary_table(summaries, columns, first=[key for key, _, _ in columns]))
+
+
+def comparison_table(comparison: Mapping[str, Mapping[str, Any]], labels: tuple[str, str]) -> Table:
+    """Per source: strict EM of both runs and its change first; lenient EM, searches and the paired
+    counts (questions only one run gets right) on demand."""
+    a, b = labels
+    header = ["source", f"EM strict {a}", f"EM strict {b}", "Δ strict", f"only {a} right", f"only {b} right",
+              f"EM lenient {a}", f"EM lenient {b}", f"searches {a}", f"searches {b}"]
+    rows = []
+    for group, row in comparison.items():
+        sa, sb = row[a], row[b]
+        rows.append([group, f"{sa['em_strict']:.3f}", f"{sb['em_strict']:.3f}", f"{row['delta_em_strict']:+.3f}",
+                     str(row["a_only"]), str(row["b_only"]), f"{sa['em_lenient']:.3f}", f"{sb['em_lenient']:.3f}",
+                     f"{sa['search_calls_mean']:.2f}", f"{sb['search_calls_mean']:.2f}"])
+    return Table(header, rows, first=6)
 
 
 def format_comparison(comparison: Mapping[str, Mapping[str, Any]], labels: tuple[str, str]) -> str:
-    a, b = labels
-    lines = [
-        f"| source | EM strict {a} | EM strict {b} | Δ strict | EM lenient {a} | EM lenient {b} | searches {a} | searches {b} | only {a} right | only {b} right |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for group, row in comparison.items():
-        sa, sb = row[a], row[b]
-        lines.append(
-            f"| {group} | {sa['em_strict']:.3f} | {sb['em_strict']:.3f} | {row['delta_em_strict']:+.3f} | "
-            f"{sa['em_lenient']:.3f} | {sb['em_lenient']:.3f} | {sa['search_calls_mean']:.2f} | "
-            f"{sb['search_calls_mean']:.2f} | {row['a_only']} | {row['b_only']} |"
-        )
-    return "\n".join(lines)
+    return str(comparison_table(comparison, labels))
 
 
 # --------------------------------------------------------------------------- plots

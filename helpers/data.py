@@ -1,4 +1,4 @@
-"""NQ + HotpotQA questions as SearchExample rows (owner: data issue #3).
+"""NQ + HotpotQA questions as SearchExample rows.
 
 Every reader below turns one published format into the course's row format
 
@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import config
+from helpers.runs import write_jsonl
 
 SEED = 20250301
 SPLITS = ("train", "validation", "test")
@@ -270,14 +271,6 @@ def split_rows(rows: list[dict], test: int, validation: int, seed: int = SEED) -
     }
 
 
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    tmp.replace(path)
-
-
 def answers_in_corpus(rows: list[dict], corpus_path: Path) -> list[bool]:
     """Whether some answer occurs in some passage (normalised, whole words, as the reward compares)."""
     from helpers.search.quality import normalize
@@ -339,7 +332,7 @@ def prepare_data(shared: str | Path | None = None, out_dir: str | Path | None = 
         random.Random(f"{SEED}-{name}").shuffle(splits[name])
     sizes["hotpotqa_fullwiki"] = {"fullwiki": len(fullwiki.rows)}
     for name, rows in splits.items():
-        _write_jsonl(out / f"{name}.jsonl", rows)
+        write_jsonl(out / f"{name}.jsonl", rows)
     summary = {
         "seed": SEED,
         "split_sizes": sizes_wanted,
@@ -429,7 +422,7 @@ def download(out: str | Path) -> Path:
     questions = root / "questions"
     questions.mkdir(parents=True, exist_ok=True)
     for name, loaded in [("nq_dev", nq), ("hotpotqa_dev", distractor), ("hotpotqa_fullwiki_dev", fullwiki)]:
-        _write_jsonl(questions / f"{name}.jsonl", [
+        write_jsonl(questions / f"{name}.jsonl", [
             {"id": r["id"], "question": r["question"], "golden_answers": r["answers"],
              "metadata": {"dataset": "nq" if name == "nq_dev" else "hotpotqa", "split": "dev",
                           **r.get("metadata", {})}}
@@ -441,7 +434,7 @@ def download(out: str | Path) -> Path:
     for path in (distractor_path, fullwiki_path):
         for row in hotpotqa_passages(path):
             seen.setdefault(row["id"], row)
-    with gzip.open(corpus / "wiki.jsonl.gz", "wt", encoding="utf-8") as handle:
+    with gzip.open(corpus / "wiki.jsonl.gz", "wt", encoding="utf-8", errors="backslashreplace") as handle:
         for key in sorted(seen):
             handle.write(json.dumps(seen[key], ensure_ascii=False) + "\n")
     print(f"corpus: {len(seen)} passages from the HotpotQA contexts -> {corpus / 'wiki.jsonl.gz'}")

@@ -1,4 +1,4 @@
-"""Evaluate a policy in the same environment it was trained in (seed 8.3.8).
+"""Evaluate a policy in the same environment it was trained in (Happy-LLM §8.3.8).
 
 `evaluate(EvalConfig(...))` reuses `rollout_batch` with `group_size=1` and the training budgets,
 so the protocol, search backend, budgets, questions and answer checker are identical for every
@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from helpers.evidence import evidence_fields
-from helpers.runs import add_config_arguments, config_from_args
+from helpers.runs import add_config_arguments, config_from_args, write_jsonl
 from helpers.runs import result as _result
+from helpers.tracking import DEFAULT_TRACKER, evaluation_run_name, log_evaluation, open_tracker
 
 MODES = ("agent", "closed_book", "rag")
 
@@ -60,6 +61,7 @@ class EvalConfig:
     seed: int = 0
     batch_size: int = 64
     output: str | None = None  # JSONL path
+    tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': the summary table sent there too
 
     def rollout_config(self):
         from helpers.rollout import RolloutConfig
@@ -190,6 +192,8 @@ def evaluate(
     if config.mode != "agent" and config.model_path is not None:
         raise ValueError("closed_book and rag are baselines of the base model; leave model_path empty")
     model = config.model or course_config.default_model()
+    tracker = open_tracker(config.tracker, evaluation_run_name(config.output, config.resolved_label()),
+                           {"eval": dataclasses.asdict(config), "model": model})
     if sampling_client is None:
         from helpers.engine import connect
 
@@ -229,16 +233,15 @@ def evaluate(
         write_rows(config.output, rows)
         meta = {"eval": dataclasses.asdict(config), "model": model, "questions": len(rows), "seconds": seconds}
         Path(config.output).with_suffix(".config.json").write_text(json.dumps(meta, indent=2))
+    if tracker.active:
+        log_evaluation(tracker, rows)
+    tracker.close()
     return rows
 
 
 def write_rows(path: str | Path, rows: Sequence[dict]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-    tmp.replace(path)
-    return path
+    """The evaluation's rows as JSONL, replaced atomically; no row's text can make it fail."""
+    return write_jsonl(path, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict]:

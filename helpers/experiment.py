@@ -28,12 +28,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from helpers.analyse import (compare, first_last_quarter, first_search_hits, format_comparison, format_search_learned,
-                             format_table, plot_eval, plot_training, read_jsonl, search_learned_figure,
-                             search_learned_table, second_search_table, summarise)
+from helpers.analyse import (ALL, compare, first_last_quarter, first_search_hits, format_comparison,
+                             format_search_learned, format_table, plot_eval, plot_training, read_jsonl,
+                             search_learned_figure, search_learned_table, second_search_table, summarise)
 from helpers.eval import EvalConfig, evaluate
 from helpers.sft import SFTConfig, run_sft
 from helpers.runs import RunDir, field_type, parse_value
+from helpers.tracking import TRACKERS, open_tracker
 from helpers.train import TrainConfig, train
 
 STAGES = ("sft", "grpo", "eval", "report")
@@ -136,7 +137,9 @@ def _shared_questions(sft: SFTConfig, grpo: TrainConfig) -> int:
     return sum(e.id in scripted for e in trained)
 
 
-def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequence[str] = ()) -> Plan:
+def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequence[str] = (),
+              tracker: str | None = None) -> Plan:
+    """The three stages' configs: the preset, then `tracker` for every stage, then `overrides`."""
     if preset not in PRESETS:
         raise SystemExit(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     spec = PRESETS[preset]
@@ -148,7 +151,8 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
     eval_common = {k: v for k, v in common.items() if k != "lora_rank"}
     evaluation = EvalConfig(**{**eval_common, **spec["eval"]})
     grpo_minutes = float(spec["run"]["grpo_minutes"])
-    for item in overrides:
+    tracked = [f"{stage}.tracker={tracker}" for stage in ("sft", "grpo", "eval")] if tracker else []
+    for item in [*tracked, *overrides]:
         key, _, value = item.partition("=")
         section, _, name = key.partition(".")
         target = {"sft": sft, "grpo": grpo, "eval": evaluation}.get(section)
@@ -260,6 +264,8 @@ def export_adapter(policy_path: str, target: Path) -> Path:
     import torch
     from safetensors.torch import load_file, save_file
 
+    from helpers.engine.training import file_sha256
+
     source = Path(policy_path)
     if str(policy_path).startswith("local://"):
         from helpers.engine.local import resolve_path
@@ -271,6 +277,7 @@ def export_adapter(policy_path: str, target: Path) -> Path:
     meta = json.loads((source / "meta.json").read_text())
     meta["has_optimizer"] = False
     meta["exported_dtype"] = "bfloat16"
+    meta["sha256"] = {"adapter.safetensors": file_sha256(target / "adapter.safetensors")}
     (target / "meta.json").write_text(json.dumps(meta, indent=1))
     size = (target / "adapter.safetensors").stat().st_size
     if size > ADAPTER_LIMIT_BYTES:
@@ -377,6 +384,8 @@ def stage_report(plan: Plan) -> Path:
         tables += second_search_section(evals, plan.eval.search_backend)
         tables += search_learned_section(evals, plan.eval.search_backend, out)
         (out / "tables.md").write_text("\n".join(tables) + "\n")
+        with open_tracker(plan.eval.tracker, f"{out.name}/report", {"eval": dataclasses.asdict(plan.eval)}) as tracker:
+            tracker.log_table("eval/all", {label: summary[ALL] for label, summary in summaries.items()})
         lines += tables + ["![strict EM](eval_em_strict.png)", ""]
         (out / "summary_eval.json").write_text(json.dumps(summaries, indent=2))
     policy = grpo_policy_path(plan) if (grpo_dir / "checkpoints.jsonl").exists() else None
@@ -412,9 +421,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--eval-reserve-min", type=float, default=6.0)
     parser.add_argument("--only", default=None, help="eval stage: comma list of evaluations to run (default all)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
+    parser.add_argument("--tracker", default=None, choices=TRACKERS,
+                        help="mirror SFT, GRPO and evaluation metrics to a tracker (= --set <stage>.tracker=...)")
     args = parser.parse_args(argv)
     out = args.out or f"results/{args.preset}"
-    plan = make_plan(args.preset, out, args.work, args.overrides)
+    plan = make_plan(args.preset, out, args.work, args.overrides, tracker=args.tracker)
     plan.out.mkdir(parents=True, exist_ok=True)
     with (plan.out / "commands.txt").open("a") as handle:
         handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  python -m helpers.experiment {' '.join(argv)}\n")

@@ -3,7 +3,7 @@
 In an RL step the tokens come from the *sampler* (an inference engine: batched decoding, a KV
 cache, often bf16), but the gradient is taken by the *trainer* (a full-sequence forward, often a
 different kernel or precision). Even with identical weights the two give slightly different
-log-probabilities for the same token. The second seed corrects for this with token-level
+log-probabilities for the same token. Perplexity's post corrects for this with token-level
 importance sampling: each token's term in the loss is weighted by
 
     r_t = pi_train(y_t | y_<t) / mu_infer(y_t | y_<t) = exp(logp_train - logp_infer).
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers.analyse import COLUMN_INCHES
 from helpers.rollout import stitch
 from helpers.runs import result
 from helpers.train import build_datum, output_logprobs
@@ -308,26 +309,53 @@ class MismatchHistory:
         return out
 
     def plot(self, ax=None):
-        """KL (k1, k3) and the ratio's 1-99 / 5-95 % bands over training steps."""
+        """KL (k1, k3) and the ratio's 1-99 / 5-95 % bands over training steps.
+
+        KL is drawn on a log axis (it spans decades); the ratio as r - 1 on a symmetric log axis,
+        because the 5-95 % band is often a hundred times narrower than the 1-99 % one and would
+        vanish on a linear axis around 1.
+        """
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
 
         if ax is None:
-            _, ax = plt.subplots(1, 2, figsize=(11, 3.6))
+            _, ax = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.4), layout="constrained")
         steps = [s.step for s in self.steps]
-        ax[0].plot(steps, [s.kl_k3 for s in self.steps], "o-", label="k3 (>= 0)")
-        ax[0].plot(steps, [abs(s.kl_k1) for s in self.steps], "s--", alpha=0.7, label="|k1|")
-        ax[0].set_yscale("symlog", linthresh=1e-8)
+        ax[0].plot(steps, [s.kl_k3 for s in self.steps], "o-", ms=4, label="k3 (≥ 0)")
+        ax[0].plot(steps, [abs(s.kl_k1) for s in self.steps], "s--", ms=4, alpha=0.7, label="|k1|")
+        if any(v > 0 for s in self.steps for v in (s.kl_k3, abs(s.kl_k1))):
+            ax[0].set_yscale("log", nonpositive="mask")
         ax[0].set_xlabel("step")
-        ax[0].set_title("KL(sampler || trainer) per step")
-        ax[0].legend()
-        q = {k: [s.ratio_quantiles.get(k, 1.0) for s in self.steps] for k in ("p1", "p5", "p50", "p95", "p99")}
-        ax[1].fill_between(steps, q["p1"], q["p99"], alpha=0.2, label="1-99 %")
-        ax[1].fill_between(steps, q["p5"], q["p95"], alpha=0.4, label="5-95 %")
-        ax[1].plot(steps, q["p50"], "k-", label="median")
-        ax[1].axhline(1.0, color="grey", lw=0.8)
+        ax[0].set_ylabel("KL (nats per token)")
+        ax[0].set_title("KL(sampler ‖ trainer) per step", fontsize=10)
+        ax[0].grid(alpha=0.3, which="both")
+        ax[0].legend(fontsize=8)
+        q = {k: np.array([s.ratio_quantiles.get(k, 1.0) for s in self.steps]) - 1.0
+             for k in ("p1", "p5", "p50", "p95", "p99")}
+        spread = np.abs(np.concatenate([q["p5"], q["p95"], q["p1"], q["p99"]]))
+        spread = spread[spread > 0]
+        low = int(np.floor(np.log10(spread.min()))) if spread.size else -6
+        high = max(low + 1, int(np.ceil(np.log10(spread.max())))) if spread.size else -5
+        xs = steps
+        if len(steps) == 1:  # one measurement: a band one step wide instead of an invisible line
+            xs = [steps[0] - 0.3, steps[0] + 0.3]
+            q = {k: np.repeat(v, 2) for k, v in q.items()}
+        ax[1].fill_between(xs, q["p1"], q["p99"], color="#9ecae1", label="1-99 %")
+        ax[1].fill_between(xs, q["p5"], q["p95"], color="#2171b5", label="5-95 %")
+        ax[1].plot(xs, q["p50"], "k-", lw=1, label="median")
+        ax[1].axhline(0.0, color="grey", lw=0.8)
+        ax[1].set_yscale("symlog", linthresh=10.0 ** low)
+        decades = [10.0 ** k for k in range(low + 1, high + 1)]
+        ax[1].set_yticks([-d for d in reversed(decades)] + [0.0] + decades)
+        for axis in ax:
+            axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+            if len(steps) == 1:
+                axis.set_xticks(steps)
+                axis.set_xlim(steps[0] - 1, steps[0] + 1)
         ax[1].set_xlabel("step")
-        ax[1].set_title("token ratio pi_train / mu_infer")
-        ax[1].legend()
+        ax[1].set_ylabel("r − 1 (symmetric log)")
+        ax[1].set_title("token ratio π_train / μ_infer", fontsize=10)
+        ax[1].legend(fontsize=8, loc="upper left")
         return ax
 
 

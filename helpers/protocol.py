@@ -9,7 +9,7 @@ The model sees one function, ``search(query)``, rendered by its *own* chat templ
       {"name": "search", "arguments": {"query": "..."}}
       </tool_call>
 
-- ``xml`` family (Qwen3.5, the seed's remote model)::
+- ``xml`` family (Qwen3.5, the remote model of Happy-LLM §8.3)::
 
       <tool_call><function=search><parameter=query>...</parameter></function></tool_call>
 
@@ -24,6 +24,8 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from helpers.search.http import clean_query, valid_unicode
 
 SEARCH_TOOL: dict[str, Any] = {
     "type": "function",
@@ -41,8 +43,7 @@ SEARCH_TOOL: dict[str, Any] = {
 Family = Literal["json", "xml"]
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>")
 
-# One block, lazily matched, so two calls stay two matches.
-_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
 _XML_BODY = re.compile(
     r"^\s*<function=([^>\s]+)>\s*<parameter=query>\n?(.*?)\n?</parameter>\s*</function>\s*$", re.DOTALL
 )
@@ -214,27 +215,51 @@ def _query_from_xml(body: str) -> tuple[str | None, str | None]:
     return match.group(2), None
 
 
-def parse_assistant(text: str, family: Family | None = None) -> ParsedAssistant:
-    """One assistant turn -> ``tool`` / ``answer`` / ``invalid``. Never raises.
+def _blocks(text: str) -> tuple[int, int] | None | str:
+    """Where the first complete ``<tool_call>…</tool_call>`` block is, found with plain scans.
 
-    ``family`` None accepts either call format (the tag names are shared).
+    Returns (start, end) of the first block, None when there is none, or "several" when a second
+    complete block follows it. Each ``find`` scans forward from the last hit, so the cost is
+    linear in the text however many tags it holds (a regex retried at every opening tag is not).
+    """
+    start = text.find(OPEN_TAG)
+    if start < 0:
+        return None
+    close = text.find(CLOSE_TAG, start + len(OPEN_TAG))
+    if close < 0:
+        return None
+    end = close + len(CLOSE_TAG)
+    again = text.find(OPEN_TAG, end)
+    if again >= 0 and text.find(CLOSE_TAG, again + len(OPEN_TAG)) >= 0:
+        return "several"
+    return start, end
+
+
+def parse_assistant(text: str, family: Family | None = None) -> ParsedAssistant:
+    """One assistant turn -> ``tool`` / ``answer`` / ``invalid``. Never raises; linear time.
+
+    ``family`` None accepts either call format (the tag names are shared). Text that is not
+    valid Unicode (lone surrogates) never leaves the parser: such a query makes the turn invalid,
+    and elsewhere in the turn they become U+FFFD, so every later writer can encode the turn.
     """
     text = text if isinstance(text, str) else str(text)
+    if not valid_unicode(text):
+        text = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
     stripped = text.strip()
-    blocks = list(_BLOCK.finditer(text))
-    if not blocks:
-        if "<tool_call>" in text or "</tool_call>" in text:
+    found = _blocks(text)
+    if found is None:
+        if OPEN_TAG in text or CLOSE_TAG in text:
             return ParsedAssistant("invalid", stripped, error="broken or unfinished <tool_call>")
         return ParsedAssistant("answer", stripped)
-    if len(blocks) > 1:
+    if found == "several":
         return ParsedAssistant("invalid", stripped, error="more than one tool call in one turn")
-    block = blocks[0]
-    if text[block.end() :].strip():
+    start, end = found
+    if text[end:].strip():
         return ParsedAssistant("invalid", stripped, error="text after the tool call")
-    before = text[: block.start()]
-    if "<tool_call>" in before or "</tool_call>" in before or "<tool_call>" in block.group(1):
+    before = text[:start]
+    body = text[start + len(OPEN_TAG): end - len(CLOSE_TAG)]
+    if CLOSE_TAG in before or OPEN_TAG in body:
         return ParsedAssistant("invalid", stripped, error="broken or nested <tool_call>")
-    body = block.group(1)
     if family == "json":
         query, error = _query_from_json(body)
     elif family == "xml":
@@ -245,7 +270,9 @@ def parse_assistant(text: str, family: Family | None = None) -> ParsedAssistant:
         query, error = _query_from_json(body)
     if query is None:
         return ParsedAssistant("invalid", stripped, error=error)
-    query = query.strip()
+    if not valid_unicode(query):
+        return ParsedAssistant("invalid", stripped, error="query holds a lone surrogate (not valid Unicode)")
+    query = clean_query(query)
     if not query:
         return ParsedAssistant("invalid", stripped, error="empty query")
     if "<" in query or ">" in query:

@@ -26,8 +26,10 @@ from typing import Any
 
 FORMAT_PENALTY = -0.1
 ARTICLE_PATTERN = re.compile(r"\b(a|an|the)\b")
-# Whitespace around the answer may not cross a line break: the answer is on the Answer line.
-ANSWER_PATTERN = re.compile(r"^[^\S\n]*Answer:[^\S\n]*(.*?)[^\S\n]*$", re.IGNORECASE | re.MULTILINE)
+# Matched against one line at a time, split by str.splitlines: every Unicode line break ends a
+# line (\r alone, U+0085, U+2028 too), so two answers cannot hide on one "line". The letters are
+# spelled out: re.IGNORECASE would also let "ſ" (long s) stand in for "s".
+ANSWER_PATTERN = re.compile(r"\s*[Aa][Nn][Ss][Ww][Ee][Rr]:\s*(.*?)\s*")
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ def normalize_answer(text: str) -> str:
 
 def extract_answer(text: str) -> str | None:
     """The text of the only ``Answer:`` line, or None (no such line, several, or empty)."""
-    matches = ANSWER_PATTERN.findall(str(text))
+    matches = [m.group(1) for line in str(text).splitlines() if (m := ANSWER_PATTERN.fullmatch(line))]
     if len(matches) != 1:
         return None
     return matches[0].strip() or None

@@ -201,7 +201,7 @@ class FittedObservation:
     items_kept: int
     observation_tokens: int
 
-    def __iter__(self):  # unpacks like the seed's (content, next_prompt_tokens)
+    def __iter__(self):  # unpacks like Happy-LLM §8.3.4's (content, next_prompt_tokens)
         return iter((self.content, self.next_prompt_tokens))
 
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +77,66 @@ def write_json(path: str | Path, value: Any) -> Path:
     return target
 
 
+def jsonl_line(row: dict) -> str:
+    """One row as a JSONL line; never fails on the values a run produces (numpy, objects as text)."""
+    return json.dumps(row, ensure_ascii=False, default=json_default) + "\n"
+
+
+def _open_jsonl(path: Path, mode: str):
+    # A lone surrogate (text that is not valid Unicode) is written as its JSON escape \udXXX: the
+    # line stays valid JSON and reads back as the same string, and no row is lost to it.
+    return path.open(mode, encoding="utf-8", errors="backslashreplace")
+
+
+def _cut_unfinished_line(path: Path) -> None:
+    """Drop a last line without its newline (a kill mid-write), or the next row would join it."""
+    with path.open("rb+") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        if end == 0:
+            return
+        handle.seek(end - 1)
+        if handle.read(1) == b"\n":
+            return
+        position = end
+        while position > 0:
+            start = max(0, position - 65536)
+            handle.seek(start)
+            block = handle.read(position - start)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                handle.truncate(start + newline + 1)
+                return
+            position = start
+        handle.truncate(0)
+
+
 def append_jsonl(path: str | Path, row: dict) -> None:
-    with Path(path).open("a") as handle:
-        handle.write(json.dumps(row, default=json_default) + "\n")
+    """Append one row and push it to disk: once this returns, a kill cannot take the row back."""
+    path = Path(path)
+    if path.exists():
+        _cut_unfinished_line(path)
+    line = jsonl_line(row)
+    with _open_jsonl(path, "a") as handle:
+        handle.write(line)
         handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_jsonl(path: str | Path, rows: Sequence[dict]) -> Path:
+    """Replace a JSONL file atomically: the old rows stay until every new row is on disk."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lines = [jsonl_line(row) for row in rows]  # serialise first: nothing is touched if a row fails
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        with _open_jsonl(tmp, "w") as handle:
+            handle.writelines(lines)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
 
 
 class RunDir:
@@ -99,16 +157,78 @@ class RunDir:
     def append_jsonl(self, path: Path, row: dict) -> None:
         append_jsonl(path, row)
 
+    def relative(self, path: str | Path) -> str:
+        """How a path is stored in the folder's records: relative to the folder when inside it, so
+        a copied or moved folder uses its own files. Service paths (``trio://…``) stay as they are."""
+        text = str(path)
+        if "://" in text or not Path(text).is_absolute():
+            return text
+        try:
+            return Path(text).resolve().relative_to(self.path.resolve()).as_posix()
+        except ValueError:
+            return text
+
+    def resolve(self, stored: str) -> str:
+        """The path a record means, on this machine: relative records are inside this folder.
+
+        Records written with absolute paths (older runs) are read as this folder's copy of the same
+        checkpoint when it has one, so a copied folder never resumes from the original."""
+        if "://" in stored:
+            return stored
+        path = Path(stored)
+        if not path.is_absolute():
+            return str(self.path / path)
+        own = self.path / "checkpoints" / path.name
+        if path.parent.name == "checkpoints" and own.exists() and own.resolve() != path.resolve():
+            return str(own)
+        return stored
+
+    def checkpoint_rows(self) -> list[dict]:
+        """checkpoints.jsonl, each row's path resolved for this machine (see `resolve`)."""
+        return [{**row, "path": self.resolve(str(row["path"]))} for row in read_jsonl(self.checkpoints)]
+
     def last_checkpoint(self) -> dict | None:
-        rows = read_jsonl(self.checkpoints)
+        rows = self.checkpoint_rows()
         return rows[-1] if rows else None
+
+    def record_checkpoint(self, step: int, path: str, **extra: Any) -> dict:
+        """Append a checkpoint row (its path stored relative to the folder)."""
+        row = {"step": step, "path": self.relative(path), **extra}
+        append_jsonl(self.checkpoints, row)
+        return row
 
     def keep_metrics_before(self, step: int) -> None:
         """Drop metric rows of steps a resumed run will redo, so every step is logged once."""
-        rows = [row for row in read_jsonl(self.metrics) if row.get("step", -1) < step]
-        tmp = self.metrics.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(row, default=json_default) + "\n" for row in rows))
-        tmp.replace(self.metrics)
+        write_jsonl(self.metrics, [row for row in read_jsonl(self.metrics) if row.get("step", -1) < step])
+
+
+def resume_checkpoint(run: RunDir, load: Callable[[str, dict], Any]) -> dict | None:
+    """Load the newest checkpoint of `run` that loads; its row (path resolved), or None if none.
+
+    `load(path, row)` loads one. A checkpoint the engine finds damaged (a file missing, truncated,
+    changed since its save, or holding NaN) is reported with a warning and the previous kept one
+    is tried; the records after the one loaded are dropped, so the run continues from it. When
+    none loads, DamagedCheckpoint lists every one tried.
+    """
+    from helpers.engine.training import DamagedCheckpoint  # the engine only when there is a resume
+
+    stored = read_jsonl(run.checkpoints)
+    problems = []
+    for index in range(len(stored) - 1, -1, -1):
+        row = {**stored[index], "path": run.resolve(str(stored[index]["path"]))}
+        try:
+            load(row["path"], row)
+        except (DamagedCheckpoint, FileNotFoundError) as exc:
+            problems.append(f"step {row.get('step')}: {exc}")
+            warnings.warn(f"checkpoint of step {row.get('step')} cannot be used ({exc}); trying the one before",
+                          RuntimeWarning, stacklevel=2)
+            continue
+        if index < len(stored) - 1:
+            write_jsonl(run.checkpoints, stored[: index + 1])
+        return row
+    if problems:
+        raise DamagedCheckpoint(f"no checkpoint in {run.checkpoints} loads: " + "; ".join(problems))
+    return None
 
 
 # --------------------------------------------------------------------------- checkpoints

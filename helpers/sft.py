@@ -1,4 +1,4 @@
-"""SFT warm start: teach the format with a scripted teacher before GRPO (stage 1 of seed 004).
+"""SFT warm start: teach the format with a scripted teacher before GRPO (the first stage in Perplexity's post).
 
 The base model rarely calls the tool and almost never ends with an `Answer:` line, so GRPO
 would start from groups whose rewards are all -0.1 (no signal). A scripted teacher fixes the
@@ -39,8 +39,9 @@ from typing import Any, Sequence
 import numpy as np
 import pytrio
 
-from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint
+from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint, write_jsonl
 from helpers.runs import result as _result
+from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
 from helpers.train import MAX_TRAIN_CONTEXT_TOKENS, TrainingDatum, pack_micro_batches, padded_tokens
 
 
@@ -492,6 +493,7 @@ class SFTConfig:
     rewrite_first_query: str = "never"  # "gain" / "no_loss": keywords first where they retrieve more gold
     out: str = "results/runs/sft"
     resume: bool = True  # a finished SFT run in `out` is reused, not redone
+    tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': the metrics mirrored there (helpers.tracking)
 
 
 @dataclass
@@ -567,6 +569,7 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
         raise ValueError("the SFT teacher may only use the train split (evaluation questions must stay unseen)")
     started = time.perf_counter()
     model = config.model or course_config.default_model()
+    tracker = open_tracker(config.tracker, run_name(config.out), {"sft": dataclasses.asdict(config), "model": model})
     service = service or connect(config.backend)
     training_client = service.create_lora_training_client(
         base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
@@ -584,12 +587,10 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
                                           config.seed)
     if not demos:
         raise RuntimeError("the scripted teacher found no answer in the evidence for any question; is the index built?")
-    with (run.path / "demonstrations.jsonl").open("w") as handle:
-        for demo in demos:
-            handle.write(json.dumps({"id": demo.example.id, "data_source": demo.example.data_source,
-                                     "queries": demo.queries, "answer": demo.answer,
-                                     "answer_search": demo.answer_search, "rewritten": demo.rewritten,
-                                     "decomposed": demo.decomposed}) + "\n")
+    write_jsonl(run.path / "demonstrations.jsonl", [
+        {"id": demo.example.id, "data_source": demo.example.data_source, "queries": demo.queries, "answer": demo.answer,
+         "answer_search": demo.answer_search, "rewritten": demo.rewritten, "decomposed": demo.decomposed}
+        for demo in demos])
     datums = sft_datums(lambda messages: build_sft_datum(tokenizer, messages), demos, config.repeat_two_search)
     adam = pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
     rng = random.Random(config.seed)
@@ -615,8 +616,10 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
             steps += 1
             nll = loss_sum / token_count if token_count else float("nan")
             losses.append(nll)
-            run.append_jsonl(run.metrics, {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch),
-                                           "padded_tokens": sum(padded_tokens(b) for b in [batch])})
+            row = {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch),
+                   "padded_tokens": sum(padded_tokens(b) for b in [batch])}
+            run.append_jsonl(run.metrics, row)
+            tracker.log(row)
             bar.update(1)
             bar.set_postfix(nll=f"{nll:.3f}")
     bar.close()
@@ -637,13 +640,33 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
     )
     sampling_client = service.create_sampling_client(base_model=model, model_path=result.sampler_path)
     result.call_marker_prob = call_marker_probability(sampling_client, tokenizer, demos)
-    if result.call_marker_prob is not None and result.call_marker_prob < 0.5:
-        print(f"WARNING: after SFT the policy gives <tool_call> probability {result.call_marker_prob:.2f} where "
-              "its demonstrations call search; rollouts will not parse. Check how the tokenizer splits the "
-              "marker (notebook 06, Trap 4) before training further.", flush=True)
+    warning = call_marker_warning(result.call_marker_prob, len(demos) * config.epochs, steps)
+    if warning:
+        print(warning, flush=True)
     run.write_json("config.json", {"sft": dataclasses.asdict(config), "model": model})
     run.write_json("result.json", dataclasses.asdict(result))
+    tracker.log_table("sft/result", [{k: v for k, v in dataclasses.asdict(result).items() if k != "losses"}], steps)
+    tracker.close()
     return result
+
+
+# Fewer demonstrations than this (counted once per epoch) cannot be expected to teach the call.
+ENOUGH_DEMONSTRATIONS_SEEN = 32
+
+
+def call_marker_warning(probability: float | None, demonstrations_seen: int, steps: int) -> str | None:
+    """The warning for a policy that still does not open its search calls after SFT, naming the
+    likely cause: too little training (the fast profile's one-step SFT), or, after a real warm
+    start, a tokenizer that splits the marker otherwise than the weights learned."""
+    if probability is None or probability >= 0.5:
+        return None
+    head = (f"WARNING: after SFT the policy gives <tool_call> probability {probability:.2f} where its "
+            "demonstrations call search, so most rollouts will not parse. ")
+    if demonstrations_seen < ENOUGH_DEMONSTRATIONS_SEEN:
+        return head + (f"{demonstrations_seen} demonstration(s) in {steps} optimiser step(s) are too few to teach "
+                       "the call: expected in the fast profile, which only checks that the code runs. Train on more "
+                       "questions (sft_questions, sft_epochs) to see the warm start work.")
+    return head + ("Check how the tokenizer splits the marker (notebook 06, Trap 4) before training further.")
 
 
 def main(argv: Sequence[str] | None = None) -> SFTResult:

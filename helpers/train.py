@@ -36,8 +36,10 @@ from helpers.multihop.mix import batch_with_share
 from helpers.engine import connect
 from helpers.reward import RewardFn, assign_advantages, make_reward, score
 from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
-from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint, result
+from helpers.runs import (RunDir, add_config_arguments, config_from_args, materialise_checkpoint, result,
+                          resume_checkpoint)
 from helpers.search import create_search_client
+from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
 
 MAX_TRAIN_CONTEXT_TOKENS = 8192
 
@@ -228,7 +230,7 @@ def degenerate_groups(trajectories: Sequence) -> tuple[int, int]:
 
 
 def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
-    """What the seed asks to log about a batch of trajectories (also used by eval)."""
+    """What Happy-LLM §8.3.8 asks to log about a batch of trajectories (also used by eval)."""
     n = max(len(trajectories), 1)
 
     def share(predicate) -> float:
@@ -329,6 +331,7 @@ class TrainConfig:
     out: str = "results/runs/grpo"
     max_minutes: float | None = None  # stop (with a checkpoint) before this wall-clock budget
     resume: bool = True  # continue from the last checkpoint in `out` if there is one
+    tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': every step mirrored there (helpers.tracking)
 
     def __post_init__(self) -> None:
         if self.dynamic_sampling_rounds < 1:
@@ -530,7 +533,7 @@ def train_step(
     observers: Sequence = (),
     extra: Sequence = (),
 ) -> tuple[dict[str, float], list[Group]]:
-    """One GRPO step in the seed's order; returns (metrics, the groups it trained on).
+    """One GRPO step in Happy-LLM §8.3.7's order; returns (metrics, the groups it trained on).
 
     `reward_fn` defaults to `config.reward_fn()`; `extra` are the questions dynamic sampling may
     draw (`extra_questions`). Observers: `before_update(StepContext)` may return metrics to add;
@@ -666,12 +669,15 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
         base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
     )
     start_step = 0
-    last = run.last_checkpoint() if config.resume else None
-    if last is not None:
-        if last.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
-            result(training_client.load_state_with_optimizer(last["path"]))
+
+    def load(path: str, row: dict) -> None:
+        if row.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
+            result(training_client.load_state_with_optimizer(path))
         else:  # saved before any optim_step (every group degenerate so far): weights only
-            result(training_client.load_state(last["path"]))
+            result(training_client.load_state(path))
+
+    last = resume_checkpoint(run, load) if config.resume else None  # newest that loads
+    if last is not None:
         start_step = int(last["step"])
     elif config.init_from:
         result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
@@ -699,9 +705,7 @@ def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) ->
     response = result(session.training_client.save_state(name))
     path = materialise_checkpoint(str(getattr(response, "path", response)),
                                   session.run.path / "checkpoints" / f"step{steps_done:05d}")
-    session.run.append_jsonl(session.run.checkpoints, {
-        "step": steps_done, "path": path, "time": time.time(), "has_optimizer": session.optimised,
-    })
+    session.run.record_checkpoint(steps_done, path, time=time.time(), has_optimizer=session.optimised)
     _prune_checkpoints(session.run, keep)
     return path
 
@@ -710,7 +714,7 @@ def _prune_checkpoints(run: RunDir, keep: int) -> None:
     folder = run.path / "checkpoints"
     if not folder.is_dir() or keep < 1:
         return
-    wanted = {str(Path(row["path"]).resolve()) for row in run.read_jsonl(run.checkpoints)[-keep:]}
+    wanted = {str(Path(row["path"]).resolve()) for row in run.checkpoint_rows()[-keep:]}
     for child in folder.iterdir():
         if child.is_dir() and str(child.resolve()) not in wanted:
             shutil.rmtree(child, ignore_errors=True)
@@ -742,8 +746,11 @@ def train(
     `on_step(metrics)` is called after every step (a live plot, a dashboard, print); observers
     get `before_update`/the metrics row/`close()` (see `train_step`). `reward_fn` overrides
     `config.reward`. Metrics go to <out>/metrics.jsonl, checkpoints every `save_every` steps and
-    at the end.
+    at the end; with `config.tracker` set, a tracker observes every step too.
     """
+    tracker = open_tracker(config.tracker, run_name(config.out),
+                           {"train": dataclasses.asdict(config), "model": config.resolved_model()})
+    observers = [*observers, tracker] if tracker.active else list(observers)
     try:
         return _train(config, on_step, session, progress, reward_fn or config.reward_fn(), observers)
     finally:

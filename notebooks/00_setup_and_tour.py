@@ -45,6 +45,15 @@
 # `COURSE_PROFILE=fast` (what the tests use) picks the small SmolLM2-135M model and tiny budgets, so
 # every notebook runs in a minute or two on a laptop CPU. The default `full` profile uses
 # Qwen2.5-0.5B and budgets closer to a real run. Nothing else changes between the two.
+#
+# **What the fast profile is for:** the test suite and slow machines — it runs every cell of every
+# notebook, so you can read the code, move the widgets and check that the whole chain works.
+# **What it cannot show:** learning. The 135M model almost never writes a valid search call, so
+# most groups score the same (degenerate, advantage 0), its one-step SFT does not teach the call
+# format, and a one-step GRPO run changes nothing you could measure. Where a notebook's experiment
+# needs a search, it says what happens in this profile (notebook 05 adds a teacher-forced branch).
+# To see the agent search, learn and improve, use the `full` profile, or read the recorded GPU run
+# in `results/` (notebook 10).
 
 # %%
 from helpers import config
@@ -83,8 +92,9 @@ print("vocabulary:", len(tokenizer), "tokens")
 import pytrio as trio
 
 from helpers.protocol import build_messages, build_prompt, parse_assistant, stop_sequences
+from helpers.running_example import RUNNING_EXAMPLE
 
-question = "What country was the author of The Little Prince born in?"
+question = RUNNING_EXAMPLE.question  # the question the course follows, answered in two searches
 prompt_tokens = build_prompt(tokenizer, build_messages(question))
 response = sampler.sample(
     prompt=trio.ModelInput.from_ints(prompt_tokens),
@@ -137,7 +147,41 @@ check_token_count(tokenizer, "Answer: France", my_count)
 # 2. Switch the profile: restart the kernel with `COURSE_PROFILE=fast` (or `full`) in the
 #    environment and run the first cells again. Which numbers in `budgets()` change?
 #
+# ---
+#
 # ### Solution
+#
+# Try the exercises first; the solution cell is collapsed (click the dots). For 2: the model
+# (smollm2-135m in `fast`, Qwen2.5-0.5B in `full`) and every budget — questions, group size, search
+# calls, tokens per turn and per observation, SFT and GRPO sizes; `helpers.widgets.budgets` holds
+# both tables.
 
-# %% tags=["solution"]
+# %% tags=["solution"] jupyter={"source_hidden": true}
 check_token_count(tokenizer, "Answer: France", len(tokenizer.encode("Answer: France", add_special_tokens=False)))
+
+# %% [markdown]
+# ## Questionnaire
+#
+# 1. What does the agent learn from, and what is it never given?
+# 2. What is the difference between the `fast` and the `full` profile, and what stays the same?
+# 3. Why does the course run a local engine that mirrors the PyTRIO client API instead of its own API?
+# 4. What are the *old log-probs* of a sampled turn, and why are they kept?
+# 5. Why count tokens rather than characters when budgeting prompts and observations?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. Questions and their reference answers only, and a score at the very end of each attempt. It is
+#    never given search queries written by people or example trajectories (the SFT warm start of
+#    notebook 09 uses a scripted teacher for the format only).
+# 2. `fast` uses the small model (smollm2-135m) and tiny budgets so every notebook runs in seconds to
+#    minutes; `full` uses Qwen2.5-0.5B and larger budgets. The code path is the same: no cell is
+#    skipped, only numbers shrink.
+# 3. The same notebook code then runs against the hosted PyTRIO service (`COURSE_BACKEND=pytrio`):
+#    what you learn here is the real client API.
+# 4. The log-probability the sampling model gave each token it produced. They travel with the tokens
+#    to the training step, where the update compares the new policy's log-probs with them
+#    (notebooks 06–08).
+# 5. The model's context, the sampler's limits and the cost of training are all counted in tokens, and
+#    the same text can be a different number of tokens in another tokenizer.
+#
+# </details>

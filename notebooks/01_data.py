@@ -132,10 +132,48 @@ check_source_counts(validation, my_counts)
 # %% [markdown]
 # 3. (Think.) Why would adding gold search queries to the data change the kind of learning?
 #
+# ---
+#
 # ### Solutions
+#
+# Try the exercises first; the solution cell is collapsed (click the dots).
+#
+# <details><summary><b>Answer to 3</b></summary>
+#
+# With gold queries every search action has a target, so the search turns could be learned by
+# imitation (supervised fine-tuning on someone else's queries), and the policy could only get as good
+# as whoever wrote them. Without them the only signal is whether the final answer was right: the
+# policy has to discover for itself which queries, and how many, lead to right answers — that is
+# reinforcement learning, and it can find strategies nobody wrote down.
+#
+# </details>
 
-# %% tags=["solution"]
+# %% tags=["solution"] jupyter={"source_hidden": true}
 kept = [row["id"] for row in RAW_ROWS
         if normalize_row(id=row["id"], question=row["question"], answers=row["answers"], data_source="demo")]
 check_kept_rows(kept)
 check_source_counts(validation, Counter(e.data_source for e in validation))
+
+# %% [markdown]
+# ## Questionnaire
+#
+# 1. Which fields does every example keep after normalisation?
+# 2. Why is a row without a non-empty answer dropped rather than kept with an empty reference?
+# 3. Why does the course keep the train, validation and test splits apart, and SFT and GRPO questions
+#    apart within train?
+# 4. What is the difference between the NQ and the HotpotQA questions, and why does it matter for a
+#    search agent?
+# 5. Why are there no gold search queries in the data?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. An id, the question, its reference answers and its `data_source`.
+# 2. The reward compares the answer with the references: with none there is nothing to match, so every
+#    attempt would score 0 and the group would teach nothing (or worse, an empty answer could match).
+# 3. Evaluating on questions the policy trained on measures memory, not skill; and GRPO on the very
+#    questions SFT demonstrated would reward recalling the demonstrations.
+# 4. NQ questions usually need one fact, HotpotQA questions are multi-hop (two facts, often two
+#    searches): they test whether the agent learns to search again.
+# 5. The agent must discover its queries from the outcome reward (see exercise 3).
+#
+# </details>

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -31,6 +33,7 @@
 import json
 
 from helpers.protocol import SEARCH_TOOL, build_messages, build_prompt, parse_assistant, render_chat, stop_sequences
+from helpers.running_example import ANSWER, HOPS, RUNNING_EXAMPLE
 from helpers.widgets.course import tokenizer as course_tokenizer
 
 tokenizer = course_tokenizer()  # the tokenizer alone: no model weights needed here
@@ -43,9 +46,16 @@ print(json.dumps(SEARCH_TOOL, indent=2))
 # line `Answer: <short answer>`, never call and answer in the same turn) plus a worked example, then
 # the question. `build_prompt` renders it with the tool schema and ends with the assistant header, so
 # the next token the model writes is the start of its turn.
+#
+# The worked example in the rules is Happy-LLM's story (where was the author of *The Little Prince*
+# born?), kept as an illustration only: the offline index has no passage about Saint-Exupéry. The
+# question the course follows from here to notebook 10 is a HotpotQA *bridge* question from the data
+# pack, `RUNNING_EXAMPLE`: the first search finds the film and the actress's name, a second search on
+# that name finds the answer.
 
 # %%
-messages = build_messages("What country was the author of The Little Prince born in?")
+print("running example:", RUNNING_EXAMPLE.question, "→", ANSWER)
+messages = build_messages(RUNNING_EXAMPLE.question)
 text = render_chat(tokenizer, messages, add_generation_prompt=True)
 prompt_tokens = build_prompt(tokenizer, messages)
 print(text)
@@ -67,10 +77,11 @@ print(f"--- {len(text)} characters, {len(prompt_tokens)} tokens; the sampler sto
 # the model hedge.
 
 # %%
+first_call = '<tool_call>\n' + json.dumps({"name": "search", "arguments": {"query": HOPS[0].query}}) + '\n</tool_call>'
 for sample in [
-    'Let me check.<tool_call>\n{"name": "search", "arguments": {"query": "Little Prince author"}}\n</tool_call>',
-    "Answer: France",
-    '<tool_call>\n{"name": "search", "arguments": {"query": "Lyon"}}\n</tool_call>\nAnswer: France',
+    "I need the actress first." + first_call,
+    f"Answer: {ANSWER}",
+    first_call + f"\nAnswer: {ANSWER}",
     '<tool_call>\n{"name": "search"',
 ]:
     print(parse_assistant(sample))
@@ -86,7 +97,7 @@ from IPython.display import display
 
 from helpers.widgets._html import esc
 
-box = widgets.Textarea(value='<tool_call>\n{"name": "search", "arguments": {"query": "Eiffel Tower height"}}\n</tool_call>',
+box = widgets.Textarea(value='<tool_call>\n' + json.dumps({"name": "search", "arguments": {"query": HOPS[1].query}}) + '\n</tool_call>',
                        layout=widgets.Layout(width="640px", height="90px"))
 verdict = widgets.HTML()
 
@@ -94,9 +105,15 @@ verdict = widgets.HTML()
 def judge(_=None):
     parsed = parse_assistant(box.value)
     colour = {"tool": "#2a7f8f", "answer": "#2ea043", "invalid": "#da3633"}[parsed.kind]
-    verdict.value = (f'<b style="color:{colour}">{parsed.kind}</b> · query: <code>{esc(parsed.query)}</code>'
-                     f" · content: <code>{esc(parsed.content[:120])}</code>"
-                     + (f" · why: {esc(parsed.error)}" if parsed.error else ""))
+    # show only the fields this kind of turn has: a query for a search, the text for an answer
+    parts = [f'<b style="color:{colour}">{parsed.kind}</b>']
+    if parsed.query:
+        parts.append(f"query: <code>{esc(parsed.query)}</code>")
+    if parsed.content.strip():
+        parts.append(f"text: <code>{esc(parsed.content[:120])}</code>")
+    if parsed.error:
+        parts.append(f"why: {esc(parsed.error)}")
+    verdict.value = " · ".join(parts)
 
 
 box.observe(judge, names="value")
@@ -104,7 +121,9 @@ judge()
 display(widgets.VBox([box, verdict]))
 
 # %% [markdown]
-# ## Exercises — the parser on ten strings
+# ## Exercises
+#
+# ### 1. The parser on ten strings
 #
 # Label each of the ten turns in `PARSER_CASES` as `"tool"`, `"answer"` or `"invalid"` **by hand**,
 # from the rules above, before running the parser.
@@ -120,7 +139,82 @@ check_parser_labels(my_labels)
 # %% [markdown]
 # Then: which of the `answer` turns will the reward of notebook 03 accept as a *valid* final answer?
 #
-# ### Solution
+# ### 2. Write the parser yourself
+#
+# Replace the body of `parse_assistant` below with your own code and run the cell. The checker runs
+# the course's own cases on it — the parser's unit-test examples and two property tests that
+# [hypothesis](https://hypothesis.readthedocs.io) feeds with thousands of generated strings — and
+# prints which hold and the first failing input, with what was expected and what your function
+# returned. `json.loads` and `str.find` (or `re`) are all you need. Only the JSON call format is
+# asked for here (the course's version also reads Qwen3.5's XML format).
 
-# %% tags=["solution"]
+# %% tags=["exercise"]
+import json
+
+from helpers.checkers import check_parse_assistant
+from helpers.protocol import ParsedAssistant
+
+
+def parse_assistant(text: str) -> ParsedAssistant:
+    """One assistant turn -> ParsedAssistant(kind, content, query, error). Never raises.
+
+    - "tool": exactly one complete <tool_call> ... </tool_call> block, whose body is the JSON
+      {"name": "search", "arguments": {"query": ...}} with a query that is non-empty after
+      stripping and holds no "<" or ">", and nothing but whitespace after the block.
+      content = the text before the call, stripped; query = the query, stripped.
+    - "answer": no "<tool_call>" and no "</tool_call>" anywhere. content = the text, stripped.
+    - "invalid": anything else (two calls, text after the call, a cut-off call, broken JSON,
+      another tool's name, no query, an empty query...). content = the text, stripped;
+      error = a few words saying why.
+    """
+    raise NotImplementedError("write parse_assistant")  # your code here
+
+
+check_parse_assistant(parse_assistant)
+
+# %% [markdown]
+# ---
+#
+# ### Solutions
+#
+# Try the exercises first. The solution cells are collapsed: click the dots to open them. For
+# exercise 2 the solution is the course's own parser, `helpers/protocol.py` (read it there); the
+# cell runs the same checker on it.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+from helpers.protocol import parse_assistant
+
 check_parser_labels([parse_assistant(turn).kind for turn, _ in PARSER_CASES])
+check_parse_assistant(parse_assistant)
+
+# %% [markdown]
+# ## Questionnaire
+#
+# 1. Why is the search tool described as a JSON schema and rendered by the model's own chat template,
+#    rather than taught as new tags?
+# 2. Which three actions can one assistant turn be, and which of them end the trajectory?
+# 3. Why is a turn that calls the tool *and* writes `Answer:` invalid instead of a search?
+# 4. Thinking before a call is allowed, text after it is not. Why the difference?
+# 5. Why must the parser never raise, whatever the model writes?
+# 6. A query containing `<` or `>` is refused. What could go wrong if it were accepted?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. The model was instruction-tuned on its template's call format, so it already writes valid calls
+#    before any RL; new tags would have to be learned from the reward alone. Both carry the same
+#    meaning: an action we train, then an observation we do not.
+# 2. `tool` (one complete call: the environment searches and the trajectory goes on), `answer` (no
+#    call: the trajectory ends and the reward reads it) and `invalid` (anything in between: it ends the
+#    trajectory and earns the format penalty).
+# 3. A turn that both searches and answers lets the model hedge: it could answer first and search
+#    anyway. A strict parser makes each turn one decision, so the reward judges one clear action.
+# 4. Text before the call is the model's reasoning and changes nothing the environment does. Text
+#    after the call is either an answer (the hedge of question 3) or words the observation would
+#    silently cut off, so it is refused.
+# 5. The parser reads free text sampled from a policy that is being changed by training: every odd
+#    string will appear sooner or later. A crash would stop a whole batch; an `invalid` verdict is a
+#    learning signal.
+# 6. Markup in a query is a sign of a broken call (tags leaking into the argument), and the query is
+#    shown in widgets and sent to a search backend: refusing it keeps the tool input plain text.
+#
+# </details>

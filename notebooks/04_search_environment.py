@@ -32,13 +32,15 @@
 # - `deepseek`, `zhihu` — web search services that need a key in `.env`.
 
 # %%
+from helpers.running_example import HOPS, RUNNING_EXAMPLE
 from helpers.search import BACKENDS, create_search_client, format_results
 from helpers.widgets.course import tokenizer as course_tokenizer
 
 tokenizer = course_tokenizer()  # the tokenizer alone: no model weights needed here
 client = create_search_client("local")
 print(BACKENDS)
-result = client.search("The Little Prince author")
+print("running example:", RUNNING_EXAMPLE.question)
+result = client.search(HOPS[0].query)  # the first hop: find the film
 print(result.ok, f"{result.latency * 1000:.0f} ms", len(result.items), "items")
 result.items[0]
 
@@ -46,7 +48,8 @@ result.items[0]
 # ## From result to observation
 #
 # `format_results` writes the items as numbered evidence blocks. Titles or links alone would not help:
-# the model needs the *content* to reason with in its next turn.
+# the model needs the *content* to reason with in its next turn. Here the content names the actress
+# (Shirley Temple) but not the position she held: that needs a second search.
 
 # %%
 observation = format_results(result)
@@ -57,7 +60,9 @@ print(f"--- {len(observation)} characters, {len(tokenizer.encode(observation, ad
 # ## Search it yourself
 #
 # Search results are untrusted text (a web page can contain anything, including HTML or prompt
-# injections). The box below shows them escaped, exactly as the widgets of later notebooks do.
+# injections). The box below shows them escaped, exactly as the widgets of later notebooks do. It
+# starts on the running example's second hop; try your own queries (the index holds about 22,000
+# Wikipedia passages: the answers of the course's questions, not all of Wikipedia).
 
 # %%
 import ipywidgets as widgets
@@ -65,7 +70,7 @@ from IPython.display import display
 
 from helpers.widgets._html import esc
 
-query = widgets.Text(value="Antoine de Saint-Exupéry birthplace", description="query", continuous_update=False,
+query = widgets.Text(value=HOPS[1].query, description="query", continuous_update=False,
                      layout=widgets.Layout(width="520px"))
 shown = widgets.HTML()
 
@@ -109,12 +114,12 @@ client.stats.as_dict()
 # %%
 from helpers.search import format_item
 from helpers.widgets import budgets
+from helpers.widgets.budgets import SLIDER_STYLE, slider_layout
 
 blocks = [format_item(i, item) for i, item in enumerate(result.items, start=1)]
 sizes = [len(tokenizer.encode(block, add_special_tokens=False)) for block in blocks]
 budget = widgets.IntSlider(value=budgets()["max_tool_response_tokens"], min=16, max=1024, step=16,
-                           description="max_tool_response_tokens", style={"description_width": "170px"},
-                           layout=widgets.Layout(width="520px"))
+                           description="max_tool_response_tokens", style=SLIDER_STYLE, layout=slider_layout())
 fits = widgets.HTML()
 
 
@@ -163,12 +168,14 @@ my_chars, my_tokens = None, None
 check_observation_size(local_observation, tokenizer, my_chars, my_tokens)
 
 # %% [markdown]
+# ---
+#
 # ### Solutions
 #
-# The URL is what the backend itself sends: `request_url(query)` builds it by the same code path as
+# Try the exercises first; the solution cell is collapsed (click the dots). The URL is what the backend itself sends: `request_url(query)` builds it by the same code path as
 # `search(query)`, without sending anything (and without headers or keys).
 
-# %% tags=["solution"]
+# %% tags=["solution"] jupyter={"source_hidden": true}
 from helpers.search.wikipedia import WikipediaSearchClient
 
 backend_url = WikipediaSearchClient().request_url(WIKIPEDIA_QUERY)
@@ -176,3 +183,26 @@ print(backend_url)
 check_wikipedia_url(backend_url)
 check_observation_size(local_observation, tokenizer, len(local_observation),
                        len(tokenizer.encode(local_observation, add_special_tokens=False)))
+
+# %% [markdown]
+# ## Questionnaire
+#
+# 1. What does the search tool return to the model, and in which form?
+# 2. Why is a search result untrusted text, and what follows for the widgets?
+# 3. What happens inside a rollout when the search backend fails?
+# 4. Why does the local index make rewards reproducible, and what does it cost in realism?
+# 5. Why must a backend never put an API key into an observation, a log or an exception?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. The top results as numbered items (title and content), formatted as one text observation in a tool
+#    message, cut to whole items that fit the observation budget.
+# 2. It comes from the web (or a snapshot of it) and can contain HTML or script: every view escapes it.
+# 3. The failure becomes the observation (an error message the model reads), the trajectory goes on,
+#    and the failed call is counted apart (the efficiency reward of notebook 11 does not charge it).
+# 4. The same query always returns the same passages, so two runs differ only by the policy. The cost:
+#    a fixed, smaller corpus than the live web, and no news.
+# 5. Observations go into the model's context, into datums, logs and widgets; a key there is a key
+#    leaked to everyone who sees them.
+#
+# </details>

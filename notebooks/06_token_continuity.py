@@ -143,7 +143,10 @@ if recorded.exists():
 
 # %% [markdown]
 # See it in the weights of the model you are running: the cosine between the embedding rows of the
-# four markers. A bright off-diagonal square means two markers the model cannot tell apart.
+# template markers that are single tokens in its tokenizer (four in Qwen2.5; two in SmolLM2, where
+# the tool-call markers are plain text). The colour scale starts at 0.8 (lower if a cosine is). A yellow
+# cell off the diagonal, at 1.00, is two markers the model cannot tell apart: in Qwen2.5,
+# `<tool_call>` and `</tool_call>`.
 
 # %%
 import matplotlib.pyplot as plt
@@ -152,13 +155,17 @@ import numpy as np
 from helpers.models import marker_cosines
 
 names, cosine = marker_cosines()
-fig, ax = plt.subplots(figsize=(4.2, 3.6))
-ax.imshow(cosine, vmin=-1, vmax=1, cmap="RdBu_r")
+values = cosine.numpy()
+low = min(0.8, float(values.min()))  # the interesting range is close to 1: spread it over the colours
+fig, ax = plt.subplots(figsize=(4.6, 3.6))
+image = ax.imshow(values, vmin=low, vmax=1, cmap="viridis")
+fig.colorbar(image, ax=ax, label="cosine")
 ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
 ax.set_yticks(range(len(names)), names)
-for (i, j), value in np.ndenumerate(cosine.numpy()):
-    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
-ax.set_title("cosine of marker embeddings")
+for (i, j), value in np.ndenumerate(values):
+    light = (value - low) / (1 - low) > 0.6  # viridis is light at the top of its range
+    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=9, color="black" if light else "white")
+ax.set_title("cosine of marker embeddings", fontsize=10)
 plt.show()
 
 # %% [markdown]
@@ -196,10 +203,51 @@ check_glued(completion, closing, my_glued)
 # %% [markdown]
 # 2. Why does the trainer compare tokens and not text to detect a rewritten history?
 #
+# ---
+#
 # ### Solution
+#
+# Try the exercises first; the solution cell is collapsed (click the dots).
+#
+# <details><summary><b>Answer to 2</b></summary>
+#
+# The old logprobs belong to tokens, not to characters. The same text can be split into different
+# tokens (a merge across the seam between a turn and its observation, a marker written as one token
+# or in pieces), and then every logprob after that point sits on the wrong token while the text still
+# looks identical. Comparing token ids is exact: any difference that would mis-align the logprobs is
+# caught, and nothing else is.
+#
+# </details>
 
-# %% tags=["solution"]
+# %% tags=["solution"] jupyter={"source_hidden": true}
 check_overlap(completion, closing, 1)
 check_glued(completion, closing, closing[1:])
 check_glued(first.completion_tokens, closing,
             with_stop[len(first.prompt_tokens) + len(first.completion_tokens):][: len(closing) - (first.completion_tokens[-1:] == closing[:1])])
+
+# %% [markdown]
+# ## Questionnaire
+#
+# 1. What is token continuity, and why does training need it?
+# 2. How is the next prompt built from the previous one?
+# 3. Why does the sampler sometimes return the stop token and sometimes not, and how does the next
+#    prompt cope?
+# 4. What is a template that "rewrites history", and what does the course do when it finds one?
+# 5. Why is the chat template used only for the closing tokens and the observation?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. Every turn's prompt must extend the previous prompt plus exactly the tokens sampled in the
+#    previous turn. The old logprobs belong to those tokens; if the trainer saw other tokens, the
+#    importance ratios would compare different sequences.
+# 2. previous prompt + the sampler's own tokens + the closing tokens the sampler did not emit + the
+#    observation's tokens (tool turn and next assistant header).
+# 3. Samplers differ in whether they include the stop string; the overlap between the completion's
+#    tail and the closing tokens is computed, and only the missing closing tokens are appended.
+# 4. A template that renders earlier turns differently once later ones are appended (for example it
+#    strips reasoning blocks). The rollout raises `TemplateRewroteHistory` instead of training on
+#    shifted tokens.
+# 5. Everything else is already tokens the policy produced or saw; re-rendering it as text could
+#    change its tokenisation. Only the new pieces come from the template.
+#
+# </details>

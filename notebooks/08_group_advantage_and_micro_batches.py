@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -32,19 +34,22 @@ from helpers.data import SearchExample
 from helpers.rollout import Trajectory, assign_group_advantages
 from helpers.widgets import AdvantageBars, budgets
 from helpers.widgets.adapters import advantage_groups
-from helpers.widgets.course import recall, run_rollout
-from helpers.data import load_examples
+from helpers.widgets.course import recall, rollout_examples, run_rollout
 
 values = budgets()
-rollout = recall("rollout_05") or list(run_rollout(load_examples("train", limit=values["questions"]), values))
+rollout = recall("rollout_05") or list(run_rollout(rollout_examples(values["questions"]), values))
 degenerate = assign_group_advantages(rollout)
 print(f"{len(rollout)} trajectories, {degenerate} degenerate group(s)")
+if degenerate == len({t.question_index for t in rollout}):
+    print("every group is degenerate: all its trajectories scored the same, so every advantage is 0. "
+          "Expected from an untrained model (the fast profile's 135M one never searches); "
+          "the group below lets you set the rewards yourself.")
 AdvantageBars(advantage_groups(rollout))
 
 # %% [markdown]
 # ## Play with a group
 #
-# Set the four rewards of a group of four (the seed's figure uses `[1, 0, 1, 0]`). Every trajectory
+# Set the four rewards of a group of four (Happy-LLM §8.3.5's figure uses `[1, 0, 1, 0]`). Every trajectory
 # with the same reward gets the same advantage; when all rewards are equal — all right, all wrong,
 # or all badly formatted — every advantage is 0 and the group is **degenerate**: it contributes no
 # gradient and is left out of training (its share of groups is worth logging: too many means the
@@ -89,11 +94,14 @@ from types import SimpleNamespace
 
 from helpers.train import pack_micro_batches
 from helpers.widgets import MicroBatchBlocks
+from helpers.widgets.budgets import SLIDER_STYLE, slider_layout
 
 lengths = [1480, 1320, 1290, 900, 880, 610, 420, 400]  # a step's trajectory lengths (tokens)
 items = [SimpleNamespace(length=n, datum=None) for n in lengths]
-max_datums = widgets.IntSlider(value=4, min=1, max=8, description="max_datums", continuous_update=False)
-max_tokens = widgets.IntSlider(value=4096, min=1536, max=12288, step=512, description="max_tokens", continuous_update=False)
+max_datums = widgets.IntSlider(value=4, min=1, max=8, description="max_datums", continuous_update=False,
+                               style=SLIDER_STYLE, layout=slider_layout())
+max_tokens = widgets.IntSlider(value=4096, min=1536, max=12288, step=512, description="max_tokens",
+                               continuous_update=False, style=SLIDER_STYLE, layout=slider_layout())
 blocks = MicroBatchBlocks()
 
 
@@ -186,11 +194,94 @@ check_degenerate(groups, my_degenerate)
 check_micro_batch_weights([5, 3], my_weights)
 
 # %% [markdown]
-# ### Solution
+# 4. **Write `assign_group_advantages` yourself.** The checker hands it groups of trajectories
+#    (several questions interleaved, degenerate groups, rewards of −0.1) and a hypothesis property
+#    test, and compares every advantage and the returned count.
+# 5. **Write `weight_micro_batch_for_global_mean` yourself.** Besides checking that only the
+#    advantages change, the checker computes a real gradient: a one-table policy, the
+#    importance-sampling loss summed over each datum's tokens and averaged over the datums of each
+#    call (as this engine does, see the probe above), summed over the calls of 5 + 3 and 4 + 3 + 1
+#    micro-batches — it must equal the gradient of the mean over all N trajectories.
 
-# %% tags=["solution"]
+# %% tags=["exercise"]
+import numpy as np
+import pytrio
+
+from helpers.checkers import check_assign_group_advantages, check_weight_micro_batch
+
+
+def assign_group_advantages(trajectories) -> int:
+    """Set trajectory.advantage = reward - the mean reward of its group, for every trajectory.
+
+    A group is the trajectories with the same question_index (they may come interleaved). A group
+    whose rewards are all equal is degenerate: every advantage exactly 0.0 (no float residue such
+    as 1e-17). Return the number of degenerate groups.
+    """
+    raise NotImplementedError("write assign_group_advantages")  # your code here
+
+
+def weight_micro_batch_for_global_mean(micro_batch, total_samples: int) -> list:
+    """New pytrio.Datum objects whose advantages are scaled by n_k / N.
+
+    micro_batch: a list of TrainingDatum (each has .datum, a pytrio.Datum); n_k = len(micro_batch),
+    N = total_samples (all trajectories of the step). model_input, target_tokens and logprobs stay
+    as they are. Raise ValueError when total_samples < len(micro_batch) or total_samples < 1.
+    Read an input with datum.loss_fn_inputs["advantages"].to_numpy().
+    """
+    raise NotImplementedError("write weight_micro_batch_for_global_mean")  # your code here
+
+
+check_assign_group_advantages(assign_group_advantages)
+check_weight_micro_batch(weight_micro_batch_for_global_mean)
+
+# %% [markdown]
+# ---
+#
+# ### Solutions
+#
+# Try the exercises first; the solution cell is collapsed (click the dots). Exercises 4 and 5 are the
+# course's own functions (`helpers/rollout.py`, `helpers/train.py`) run through the same checkers.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
+from helpers.rollout import assign_group_advantages
+from helpers.train import weight_micro_batch_for_global_mean
+
 seed_group = group_of([1, 0, 1, 0])
 assign_group_advantages(seed_group)
 check_group_advantages([1, 0, 1, 0], [t.advantage for t in seed_group])
 check_degenerate(groups, sum(assign_group_advantages(group_of(g)) for g in groups))
 check_micro_batch_weights([5, 3], [5 / 8, 3 / 8])
+check_assign_group_advantages(assign_group_advantages)
+check_weight_micro_batch(weight_micro_batch_for_global_mean)
+
+# %% [markdown]
+# ## Questionnaire
+#
+# 1. What is the baseline of a GRPO advantage, and why can it be computed only after the whole group
+#    has finished?
+# 2. Why would computing the mean per micro-batch be wrong?
+# 3. What is a degenerate group, and what does a high share of them tell you about the questions?
+# 4. Why are micro-batches packed by length?
+# 5. Why does the weight $n_k/N$ give the global mean, and what would the weight be on an engine that
+#    *sums* the loss over datums?
+# 6. Why measure the engine's reduction with a probe instead of reading its documentation?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. The mean reward of the other attempts at the same question. It needs every reward of the group,
+#    so it waits until every trajectory of the group has ended.
+# 2. A micro-batch holds an arbitrary subset of groups (packed by length): its mean is not any
+#    question's baseline, so the advantages would depend on packing instead of on the question.
+# 3. A group whose rewards are all equal (all right, all wrong, all badly formatted): every advantage
+#    is 0 and it gives no gradient. Many of them mean the questions are too easy or too hard for the
+#    current policy.
+# 4. A padded micro-batch costs its longest row times its size; similar lengths together keep padding,
+#    memory and compute small.
+# 5. One call averages over its $n_k$ datums; the loss is linear in the advantage, so scaling by
+#    $n_k/N$ turns $\sum_k \operatorname{mean}(\mathcal L_k)$ into $\frac1N\sum_i \mathcal L_i$.
+#    On a summing engine every micro-batch would take $1/N$.
+# 6. A wrong assumption here silently changes the effective learning rate per micro-batch; the probe
+#    measures the effect of the gradient on this engine (the hosted service does not return gradients),
+#    so switching engines cannot go unnoticed.
+#
+# </details>

@@ -100,7 +100,73 @@ from helpers.widgets.course import remember
 remember("training_09", {"summary": summary, "sft": sft.sampler_path, "history": dashboard.history})
 columns = [c for c in ["step", "reward_mean", "exact_match", "valid_format_rate", "search_calls_mean",
                        "degenerate_group_share", "trained_tokens", "time_rollout", "time_training"] if c in dashboard.history[0]]
-pd.DataFrame(dashboard.history)[columns]
+short = {"reward_mean": "reward", "exact_match": "EM", "valid_format_rate": "format", "search_calls_mean": "searches",
+         "degenerate_group_share": "degenerate", "trained_tokens": "trained tokens", "time_rollout": "rollout s",
+         "time_training": "training s"}
+# short headers and rounded numbers: the table fits the notebook column
+pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(columns=short)
+
+# %% [markdown]
+# ## A run that learns on a CPU
+#
+# The run above starts from an SFT warm start made here, in minutes of CPU time per step, and then
+# takes a handful of GRPO steps on questions drawn in file order: most of its groups are degenerate
+# (all wrong), so its curves are mostly noise. A short run that *visibly* learns needs two changes:
+#
+# - **start from a good warm start**: the SFT adapter of the recorded GPU run
+#   (`helpers.learnable.SFT_START`, one constant), loaded as the initial weights;
+# - **learn where learning is possible**: questions this SFT policy answers *sometimes* — its answer
+#   rate, measured by sampling it several times per train question (`python -m helpers.learnable
+#   record`, kept in `helpers.learnable.ANSWER_RATES`), lies between 0.25 and 0.75. Such a group
+#   almost always mixes right and wrong answers, so every step has a signal.
+#
+# What to expect: the same few questions come back every step, so the training reward and exact
+# match should rise over the steps (the policy is allowed to learn these answers: it is a
+# demonstration of the update, not an evaluation). What is noise: with 4 questions × 4 samples, one
+# answer more or less moves exact match by 1/16 ≈ 0.06 — read the trend over several steps, never one
+# step. Held-out accuracy is notebook 10's job.
+#
+# The adapter is trained on Qwen2.5-0.5B, so this cell runs in the `full` profile (the default
+# model); elsewhere, or before the adapter and the answer rates are recorded, it says what is
+# missing and runs nothing.
+
+# %%
+from IPython.display import display
+
+from helpers.learnable import ANSWER_RATES, CPU_RUN, SFT_START, learnable_examples
+from helpers.policies import unavailable_reason
+from helpers.train import open_session
+
+missing = unavailable_reason("sft") or (None if ANSWER_RATES.is_file() else
+                                        f"no recorded answer rates at {ANSWER_RATES} (python -m helpers.learnable record)")
+if missing is None:
+    learnable = learnable_examples(limit=CPU_RUN["questions"])
+    cpu_config = TrainConfig(
+        init_from=str(SFT_START), max_steps=CPU_RUN["steps"], max_minutes=CPU_RUN["minutes"],
+        questions_per_batch=len(learnable), group_size=CPU_RUN["group_size"],
+        max_search_calls=values["max_search_calls"], max_assistant_turns=values["max_assistant_turns"],
+        max_assistant_tokens=values["max_assistant_tokens"], max_tool_response_tokens=values["max_tool_response_tokens"],
+        max_trajectory_tokens=values["max_trajectory_tokens"], save_every=0, out=str(runs / "grpo_from_recorded_sft"),
+        resume=False,
+    )
+    print("learning on:", [example.question for example in learnable])
+    cpu_dashboard = TrainingDashboard("GRPO from the recorded SFT adapter")
+    display(cpu_dashboard)
+    cpu_summary = train(cpu_config, on_step=cpu_dashboard.on_step, session=open_session(cpu_config, examples=learnable))
+else:
+    print("The CPU run that learns does not run here:", missing)
+
+# %% [markdown]
+# ## What each profile costs
+#
+# | profile | where | what runs | measured |
+# | --- | --- | --- | --- |
+# | `fast` | 2 CPU cores | smollm2-135m, 2 SFT questions, 1 GRPO step of 1 question × 2 | notebook 09 in 45 s (idle machine; `benchmarks/RESULTS.md`) |
+# | `full` | 2 CPU cores | Qwen2.5-0.5B, SFT on 64 questions × 2 epochs, 10 GRPO steps of 2 × 4 | the first of 8 SFT steps took 16 min (another job shared the cores): hours in all |
+# | `full`, run that learns | 2 CPU cores | GRPO from the recorded SFT adapter, `CPU_RUN` | not measured yet (goal ≤ 15 min); `python benchmarks/bench_course.py --profile full 09` |
+# | GPU recipe | one H200 | SFT on 800 questions, 38 GRPO steps of 16 × 8, 600-question evaluations | 17.8 min in all (`results/h200_balanced/README.md`) |
+#
+# The real run is one command on a GPU machine: `bash results/run.sh`.
 
 # %% [markdown]
 # ## Exercises
@@ -120,12 +186,31 @@ check_step_order(my_order)
 # 3. In the metrics, `degenerate_group_share` is the share of groups without signal. What would you
 #    change if it stayed near 1?
 #
+# ---
+#
 # ### Solution
+#
+# Try the exercises first; the solution cell is collapsed (click the dots).
+#
+# <details><summary><b>Answers to 2 and 3</b></summary>
+#
+# 2. Every rollout would keep sampling the initial weights. The old logprobs would belong to that
+#    first policy, not to the one being updated, so the importance ratio π_θ/π_old drifts further from
+#    1 every step: the update becomes off-policy with a growing mismatch, the ratios (and their
+#    clipping, where used) stop meaning what the loss assumes, and the agent is trained on behaviour it
+#    no longer has.
+# 3. A share near 1 means almost every group is all right or all wrong: the questions are too easy or
+#    too hard for the current policy. Change the questions (pick ones it answers sometimes, as the run
+#    that learns above does), raise `group_size` so a rare right answer appears in the group, improve
+#    the warm start (SFT) so answers become possible, or filter degenerate groups and roll out more
+#    questions (dynamic sampling).
+#
+# </details>
 #
 # Read the order off the code that just ran: `train_step` makes the first three calls and hands
 # the datums to `optimise`, which makes the last three.
 
-# %% tags=["solution"]
+# %% tags=["solution"] jupyter={"source_hidden": true}
 import inspect
 
 from helpers import train as train_module
@@ -141,3 +226,29 @@ def call_position(name):
 
 
 check_step_order(sorted(STEP_ORDER, key=call_position))
+
+# %% [markdown]
+# ## Questionnaire
+#
+# 1. Why does the run start with supervised fine-tuning before GRPO?
+# 2. What does the SFT loss train on, and what does it leave out?
+# 3. Why is `save_weights_and_get_sampling_client` the first call of every step?
+# 4. Why is there one `optim_step` per step, however many micro-batches there are?
+# 5. Why should a short CPU run learn on questions the policy answers *sometimes*?
+# 6. A training curve moves by one answer in sixteen from one step to the next. Signal or noise?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. The base model rarely writes a valid call or an `Answer:` line: every trajectory scores −0.1,
+#    every group is degenerate and GRPO has no signal. SFT teaches the format first.
+# 2. The assistant tokens of the teacher's demonstrations (`cross_entropy`); the prompt and the
+#    observations are masked out, as in RL.
+# 3. The old logprobs must come from the policy *before* this update; a fresh sampler on the current
+#    weights guarantees it.
+# 4. The micro-batches only split one batch for memory; their gradients accumulate into one update, as
+#    if the whole rollout had been one batch.
+# 5. A question it always or never answers gives a degenerate group (all rewards equal): no gradient.
+#    With few steps, every group should carry signal.
+# 6. Noise: with 16 trajectories one answer is 0.06. Only a trend over several steps says anything.
+#
+# </details>

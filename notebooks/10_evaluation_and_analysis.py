@@ -30,7 +30,9 @@
 
 # %%
 from helpers import config
-from helpers.analyse import compare, format_comparison, format_table, summarise
+from IPython.display import display
+
+from helpers.analyse import compare, comparison_table, summarise, summary_table
 from helpers.eval import EvalConfig, evaluate
 from helpers.widgets import budgets
 from helpers.widgets.course import recall
@@ -47,11 +49,15 @@ common
 
 # %% [markdown]
 # ## Base model vs checkpoint, same environment
+#
+# Each table shows first the columns a comparison reads (exact match, and which questions only one
+# run gets right); open **all columns** under it for the rest (searches, failed and cut
+# observations, token counts).
 
 # %%
 base_rows = evaluate(EvalConfig(label="base", **common))
 checkpoint_rows = evaluate(EvalConfig(label="checkpoint", model_path=checkpoint, **common))
-print(format_comparison(compare(base_rows, checkpoint_rows, labels=("base", "checkpoint")), ("base", "checkpoint")))
+comparison_table(compare(base_rows, checkpoint_rows, labels=("base", "checkpoint")), ("base", "checkpoint"))
 
 # %% [markdown]
 # ## Baselines
@@ -65,8 +71,8 @@ print(format_comparison(compare(base_rows, checkpoint_rows, labels=("base", "che
 # %%
 closed_rows = evaluate(EvalConfig(mode="closed_book", label="closed book", **common))
 rag_rows = evaluate(EvalConfig(mode="rag", label="rag", **common))
-print(format_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows),
-                    "agent (base)": summarise(base_rows), "agent (checkpoint)": summarise(checkpoint_rows)}))
+summary_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows),
+               "agent (base)": summarise(base_rows), "agent (checkpoint)": summarise(checkpoint_rows)})
 
 # %% [markdown]
 # With a handful of questions these numbers are noise; they show the *method*. Record at least: exact
@@ -97,7 +103,7 @@ if grpo_metrics:
     for row in read_jsonl(source):
         replay.on_step(row)
 else:
-    print("No recorded GPU run in results/ yet (the lead adds it after the GPU run).")
+    print("No recorded GPU run in results/ yet: `bash results/run.sh` on a GPU machine makes one.")
     print("Showing this machine's CPU run from notebook 09 instead.")
     for row in (trained or {}).get("history", []):
         replay.on_step(row)
@@ -109,7 +115,7 @@ for path in eval_files:
     rows = read_jsonl(path)
     if rows and isinstance(rows[0], dict) and "exact_match" in rows[0]:
         recorded[str(path.relative_to(results))] = summarise(rows)
-print(format_table(recorded) if recorded else "No recorded evaluation rows in results/ yet.")
+display(summary_table(recorded)) if recorded else print("No recorded evaluation rows in results/ yet.")
 
 # %% [markdown]
 # ## A second search where one is not enough?
@@ -157,7 +163,7 @@ hotpot = {label: [r for r in rows if r.get("data_source") == "hotpotqa"] for lab
 hotpot_tables = {label: second_search_table(rows) for label, rows in hotpot.items()
                  if any(int(r.get("search_calls", 0)) >= 2 for r in rows)}
 if hotpot_tables:
-    second_search_figure(hotpot_tables).axes[0].set_title("HotpotQA only (runs that ever searched twice)", fontsize=9)
+    second_search_figure(hotpot_tables, title="HotpotQA only (runs that ever searched twice)")
     plt.show()
 else:
     print("No HotpotQA run searched twice yet.")
@@ -172,13 +178,13 @@ else:
 # negative, and GRPO pushes the policy towards one search.
 
 # %%
-from helpers.analyse import second_search_payoff_figure
+from helpers.analyse import COLUMN_INCHES, second_search_payoff_figure
 
 sft_runs = [label for label in hits if label.endswith("/sft") and
             second_search_table(hits[label])["first search found it"]["em_strict_if_again"] is not None]
 payoff_run = sft_runs[0] if sft_runs else next(iter(hits), None)
 if payoff_run:
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.4))
     for ax, source in zip(axes, ("hotpotqa", "nq")):
         rows = [r for r in hits[payoff_run] if r.get("data_source") == source]
         second_search_payoff_figure(second_search_table(rows), f"{payoff_run}: {source}", ax=ax)
@@ -268,51 +274,52 @@ plt.show()
 # per-search reward of StepSearch), only on trajectories that end with a valid answer.
 
 # %% [markdown]
-# ## Ask the agent
+# ## The recorded runs in a tracker
 #
-# Type a question; the trained agent (the recorded GPU run's adapter when it matches this profile's
-# model, else your checkpoint from notebook 09) answers it on this machine, with the local search index, and you
-# see its trajectory as a tree (one branch: evaluation samples one trajectory per question). There
-# is no reference answer, so the reward is only about the format.
+# To compare runs side by side in TensorBoard, their committed JSONL becomes event files (nothing
+# is re-run): one TensorBoard run per run folder, the `headline` section holding reward, exact
+# match, format, searches, second-search share, degenerate share, KL and step time of every run on
+# one chart each. In a terminal, one command writes them and opens TensorBoard:
+# `python -m helpers.tracking tensorboard` (`pip install -e ".[tracking]"` first). Your own runs get the
+# same with `--tracker tensorboard` or `--tracker swanlab` on `helpers.train`, `helpers.sft`,
+# `helpers.eval`, `helpers.experiment` and `helpers.efficiency`; the JSONL is written either way.
 
 # %%
-import ipywidgets as widgets
-from IPython.display import display
-from pytrio import PyTrioError
+from helpers.tracking import export_recorded, tracking_dir
 
-from helpers.data import SearchExample
-from helpers.engine import connect
-from helpers.rollout import rollout_batch
-from helpers.widgets import TrajectoryTree, tree_data
-from helpers.widgets.course import search_client
+try:
+    boards = export_recorded(results, progress=False)
+    print(f"{len(boards)} runs, e.g. {', '.join(list(boards)[:3])}")
+    print(f"open them:  tensorboard --logdir {tracking_dir() / 'recorded'}")
+except ImportError:
+    print('TensorBoard is not installed here: pip install -e ".[tracking]"')
 
-# Prefer the adapter of the recorded GPU run when it was trained on this profile's model.
-recorded_adapters = [m.parent for m in sorted(results.glob("**/adapter/meta.json"))
-                     if json.loads(m.read_text()).get("base_model") == config.default_model()] if results.exists() else []
-for agent_path in [*map(str, reversed(recorded_adapters)), checkpoint]:
-    try:
-        agent = connect().create_sampling_client(base_model=config.default_model(), model_path=agent_path)
-        break
-    except PyTrioError as error:  # e.g. trained with a tokenizer that splits <tool_call> differently
-        print(f"not using {agent_path}: {error}")
-print("the agent:", config.default_model(), "+", agent_path or "no adapter (base model)")
-agent_config = EvalConfig(**common).rollout_config()
-question = widgets.Text(value="What country was the author of The Little Prince born in?", description="question",
-                        layout=widgets.Layout(width="640px"))
-ask = widgets.Button(description="ask the agent", button_style="primary")
-answer_tree = TrajectoryTree()
+# %% [markdown]
+# ## Ask the agent
+#
+# Type a question (or pick one: the course's running example first, whose reference answer is
+# known, then recorded test questions where the budgets matter) and press Enter: the agent answers it on this machine, with the local search index, and you
+# see its trajectory as a tree. The default agent is the trained policy — the SFT + GRPO adapter of the
+# recorded GPU run when it was trained on this profile's model, else your checkpoint from notebook
+# 09 — and the picker switches to the SFT policy, the base model or your own checkpoint. Evaluation
+# samples one trajectory per question at temperature 0, so the group size starts at 1; raise it (and
+# the temperature) to see other attempts. A typed question has no reference answer, so its reward
+# only checks the format. The sliders are the evaluation's budgets; the table says what each change
+# did.
 
+# %%
+from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
+from helpers.running_example import RUNNING_EXAMPLE
+from helpers.widgets import RolloutPlayground
+from helpers.widgets.live import budget_questions, live_run_fn
 
-def on_ask(_=None):
-    example = SearchExample("you", question.value, [], "you")
-    batch = rollout_batch(agent, agent.get_tokenizer(), search_client("local"), [example], agent_config, progress=False)
-    answer_tree.update(tree_data(batch, agent.get_tokenizer()))
-    answer_tree.selected = 0
-
-
-ask.on_click(on_ask)
-on_ask()
-display(widgets.VBox([widgets.HBox([question, ask]), answer_tree]))
+ask_values = {**values, "group_size": 1, "temperature": 0.0}
+ask = RolloutPlayground(live_run_fn(seed=0), values=ask_values, policies=policy_options(), policy=default_policy(),
+                        questions=[RUNNING_EXAMPLE, *budget_questions()], run_label="ask the agent")
+ask.tree.selected = 0
+if unavailable_reason(TRAINED_POLICY):  # e.g. the fast profile's small model
+    print("not the recorded SFT + GRPO policy:", unavailable_reason(TRAINED_POLICY))
+ask
 
 # %% [markdown]
 # ## Exercises
@@ -344,12 +351,61 @@ my_cost = None
 check_second_search_cost(hits.get(payoff_run, []), my_cost)
 
 # %% [markdown]
+# ---
+#
 # ### Solution
+#
+# Try the exercises first; the solution cell is collapsed (click the dots).
 
-# %% tags=["solution"]
+# %% tags=["solution"] jupyter={"source_hidden": true}
 check_eval_fixed("abcd")
 check_em_from_rows(checkpoint_rows, summarise(checkpoint_rows)["all"]["em_strict"])
 check_searched_again_when_missed(hits.get(my_run, []),
                                  second_search_table(hits.get(my_run, []))["first search missed"]["searched_again"])
 found = second_search_table(hits.get(payoff_run, []))["first search found it"]
 check_second_search_cost(hits.get(payoff_run, []), (found["em_strict_if_once"] or 0.0) - (found["em_strict_if_again"] or 0.0))
+
+# %% [markdown]
+# ## What we observed and why
+#
+# From the recorded GPU run (`results/h200_balanced`: SFT, then 38 GRPO steps on batches with as
+# many HotpotQA as NQ questions; 600 test questions, greedy):
+#
+# - **GRPO helped**: strict exact match 0.307 → 0.382 (+7.5 points; NQ +7.6, HotpotQA +7.0).
+# - **The gain sits where the first search already held the answer**: on those 446 questions EM went
+#   0.379 → 0.480; where the first search missed, EM stayed at 0.043. The policy got better at
+#   *reading* its evidence, not at finding more of it.
+# - **GRPO removed the second search** (the SFT policy searched again on 63 % of HotpotQA and 23 % of
+#   NQ questions; after GRPO on 0 of 600). Why: the SFT policy answers from the *latest* evidence
+#   (every two-search demonstration of its teacher had the answer in the second result). After a
+#   first search that found the answer, searching again dropped its EM from 0.453 to 0.135; after a
+#   miss, the second query rescued almost nothing (0.034). The exact-match reward pays only for the
+#   right answer, so the group advantages of two-search trajectories were negative from the first
+#   steps, and GRPO did what the reward asked.
+# - **The queries did not change**: SFT and SFT + GRPO wrote the same first query on 598 of 600
+#   questions, nearly always the question itself.
+#
+# ## Questionnaire
+#
+# 1. What must be the same in two evaluations for their difference to measure the training?
+# 2. Why does evaluation sample greedily with one trajectory per question?
+# 3. What do the closed-book and RAG baselines tell you that the agent's score alone does not?
+# 4. Why did GRPO remove the second search instead of making it useful?
+# 5. The training reward rose on HotpotQA only, the test EM on both sources. How can that be?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. The questions, the search backend and index, every budget and the sampling parameters: only the
+#    weights may differ.
+# 2. The goal is the policy's best single answer, measured reproducibly; a group serves training,
+#    where the comparison between attempts is the signal.
+# 3. How much the model knows without searching, and how much one fixed retrieval gives: the agent's
+#    gain over them is what its search decisions add.
+# 4. For this policy with this index a second search made the right answer less likely (it answered
+#    from the later, less relevant evidence), so its trajectories got negative advantages. The
+#    outcome reward cannot tell a useful second search from a useless one unless useful ones win.
+# 5. Training reward is measured at temperature 1 on the training batches, test EM greedily on other
+#    questions; the NQ half of the batches was noisy and flat, while better reading of the first
+#    evidence helped greedy answers on both sources.
+#
+# </details>

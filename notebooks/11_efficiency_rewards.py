@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 11 · Beyond Search-R1: a reward that also counts searches and words
 #
-# **What you will build.** The reward of the second seed (Perplexity's post-training of search
+# **What you will build.** The reward of Perplexity's post (on post-training search
 # agents): correctness still decides, but a correct answer found with fewer searches and fewer words
 # scores higher than one found the long way — measured *against the group*, not against a fixed price.
 #
@@ -24,8 +24,8 @@
 #
 # The exact-match reward of notebook 03 says nothing about *how* an answer was reached. A policy
 # trained only on it learns that one more search never hurts, and it drifts towards more calls and
-# longer turns. Charging a flat price per call is the obvious fix, and the seed reports it backfires:
-# it also punishes the searches a hard question needs, so the policy stops exploring. The seed's
+# longer turns. Charging a flat price per call is the obvious fix, and Perplexity's post reports it backfires:
+# it also punishes the searches a hard question needs, so the policy stops exploring. The post's
 # answer is a **gated** reward with **group-anchored** penalties:
 #
 # $$R(\tau) = r_\text{base}(\tau)\cdot s(\tau) \;-\; \big(\lambda_\text{tool}\,\text{pen}_\text{tool}(\tau) + \lambda_\text{len}\,\text{pen}_\text{len}(\tau)\big)$$
@@ -71,7 +71,7 @@ rows = eff.score_group(r_base, calls, lengths=[60, 70, 90, 50, 20])
 pd.DataFrame([r.as_dict() for r in rows])[["r_base", "effective_calls", "tool_baseline", "pen_tool", "pen_len", "reward", "advantage"]]
 
 # %% [markdown]
-# **A group with no winner.** Then there is no efficient solution to anchor on. The seed leaves this
+# **A group with no winner.** Then there is no efficient solution to anchor on. Perplexity's post leaves this
 # case open; here $\Delta=0$ for everyone, so every member pays exactly $\beta_\text{lose}$ — a constant
 # that cancels in the group-mean advantage. A group where nobody found the answer is never pushed
 # towards searching *less*: that is exactly the exploration a hard question needs.
@@ -113,14 +113,13 @@ np.round(eff.length_penalties(lengths, preferred, refs), 3)
 # interesting). Move the sliders: every penalty, reward and advantage is recomputed.
 
 # %%
-from helpers.data import load_examples
 from helpers.widgets import budgets
-from helpers.widgets.course import forced_trajectory, recall, remember, run_rollout
+from helpers.widgets.course import forced_trajectory, recall, remember, rollout_examples, run_rollout
 
 values = budgets()
 sampled = recall("rollout_05")
 if sampled is None:  # notebook 05 not run in this profile: roll out now, and keep it for the others
-    sampled = list(run_rollout(load_examples("train", limit=values["questions"]), values))
+    sampled = list(run_rollout(rollout_examples(values["questions"]), values))
     remember("rollout_05", sampled)
 question = sampled[0].example
 group = [t for t in sampled if t.question_index == sampled[0].question_index]
@@ -218,11 +217,79 @@ eff.check_no_winner_advantages(my_no_winner_advantages)
 eff.check_length_penalty(my_length_penalty)
 
 # %% [markdown]
-# ### Solution
+# 4. **Write the group-anchored tool penalty yourself.** The checker runs the unit test's group, the
+#    group of exercise 1, a group without a winner and other weights, plus a hypothesis property
+#    test (every penalty stays within its weights, and more calls never cost less).
 
-# %% tags=["solution"]
+# %% tags=["exercise"]
+import math
+
+from helpers.checkers import check_tool_penalty
+
+
+def tool_penalties(eff_calls, winners, baseline, alpha_win=1.0, alpha_lose=0.5, beta_lose=0.1) -> list[float]:
+    """pen_tool for every member of a group.
+
+    eff_calls: effective calls per member; winners: True where r_base = 1; baseline: the drawn
+    b_g (None when the group has no winner). p = 1 - exp(-max(0, c - b_g)), and p = 0 when
+    baseline is None. A winner pays alpha_win * p; anyone else alpha_lose * p + beta_lose.
+    """
+    raise NotImplementedError("write tool_penalties")  # your code here
+
+
+check_tool_penalty(tool_penalties)
+
+# %% [markdown]
+# ---
+#
+# ### Solutions
+#
+# Try the exercises first; the solution cell is collapsed (click the dots). Exercise 4 is the
+# course's `tool_penalties` (`helpers/efficiency/rewards.py`) run through the same checker.
+
+# %% tags=["solution"] jupyter={"source_hidden": true}
 eff.check_tool_penalties(eff.tool_penalties([1, 2, 4, 3], [True, True, True, False], baseline=2,
                                             alpha_win=1.0, alpha_lose=0.5, beta_lose=0.1))
 eff.check_no_winner_advantages([r.advantage for r in eff.score_group(
     [0, 0, 0, 0], calls=[0, 1, 3, 6], lengths=[40, 40, 40, 40], config=eff.EfficiencyConfig(lambda_len=0.0))])
 eff.check_length_penalty(eff.length_penalties([300, 50], [True, False], [200, 320])[0])
+check_tool_penalty(eff.tool_penalties)
+
+# %% [markdown]
+# ## What we observed and why
+#
+# The recorded comparison (`results/efficiency`: both runs from the same SFT checkpoint, the same
+# questions in the same order, 7 minutes each on one GPU; 29 steps with the plain reward, 20 with
+# the gated one) shows **the gated reward changed almost nothing**: both runs end at 1.00 searches
+# per trajectory and 41–43 generated tokens, and exact match on the training batches rose in both
+# (0.38 → 0.53 plain, 0.37 → 0.48 gated; with 64 trajectories per step one step swings by ±0.2).
+#
+# Why: the starting SFT policy already made exactly one search on about 98 % of its trajectories.
+# With every winner at one effective call, the baseline $b_g$ is 1 and the surplus
+# $\tilde c_i - b_g$ is 0, so winners pay no tool penalty at all; the logged `eff/pen_tool_mean`
+# (about 0.05–0.07) is only the $\beta_\text{lose}$ floor paid by losers, a constant within a group
+# that cancels in the group-mean advantage. A penalty anchored on the winners can only cut searches a
+# policy makes *beyond* what its winners need — and this policy made none. To see it work, start
+# from a policy that over-searches.
+#
+# ## Questionnaire
+#
+# 1. Why does the preference score $s$ multiply $r_\text{base}$ instead of being added to it?
+# 2. Why is the tool penalty anchored on the group's winners rather than a fixed price per call?
+# 3. Why do failed searches not count against the agent?
+# 4. Why does a terse *loser* pay a length penalty?
+# 5. In the recorded run the gated reward left searches and lengths unchanged. Why?
+#
+# <details><summary><b>Answers</b> (open after answering)</summary>
+#
+# 1. The gate: style can never buy back a wrong answer; a wrong answer scores 0 whatever $s$ says.
+# 2. A fixed price also punishes the searches a hard question needs, and the policy stops exploring.
+#    Anchored on the winners, only calls beyond what a successful sibling needed cost anything, and a
+#    group with no winner is never pushed to search less.
+# 3. A backend error is the environment's fault, not a decision of the policy: $\tilde c = c - e$.
+# 4. Otherwise a quick wrong answer would look cheaper than a careful failed attempt, and the policy
+#    would learn to give up early.
+# 5. Its winners all made one search, so the baseline was 1 and nobody had a surplus: the only term
+#    left was the losers' constant $\beta_\text{lose}$, which cancels in the advantage.
+#
+# </details>

@@ -8,7 +8,7 @@
 # 2. Then four tracks side by side on the one GPU (decoding is launch-bound, so they overlap well):
 #    A  GRPO with the exact-match reward on train questions 801+ -> eval sft_grpo -> budget sweep
 #    B  eval sft (and any base evaluation not yet in OUT/eval) -> budget sweeps of base and sft
-#    C  efficiency comparison, plain exact-match reward   (helpers.efficiency compare, issue 7)
+#    C  efficiency comparison, plain exact-match reward   (helpers.efficiency compare)
 #    D  efficiency comparison, gated reward with penalties
 # 3. The report (OUT/README.md, tables, plots, the final adapter).
 # Every stage resumes or is skipped when its output exists; logs go to OUT/logs.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.analyse import ALL, compare, format_comparison, format_table, plot_eval, plot_training, summarise
+from helpers.analyse import (ALL, compare, comparison_table, format_comparison, format_table, plot_eval, plot_training,
+                             summarise, summary_table)
 
 
 def row(qid, source, em, lenient, fmt, calls, failed=0):
@@ -35,6 +36,23 @@ def test_compare_counts_paired_wins():
     assert (c["hotpotqa"]["a_only"], c["hotpotqa"]["b_only"]) == (1, 1)
     text = format_comparison(c, ("sft", "grpo"))
     assert "+0.250" in text and text.count("\n") == 4
+
+
+def test_tables_render_as_html_with_the_compared_columns_first_and_escaped_labels():
+    import re
+
+    html = summary_table({"<b>run</b>": summarise(A), "grpo": summarise(B)})._repr_html_()
+    main, details = html.split("<details>")
+    assert main.count("<table") == 1 and details.count("<table") == 1
+    head = re.findall(r"<th>(.*?)</th>", main)
+    assert head == ["run", "source", "n", "EM strict", "EM lenient", "format", "searches"]
+    assert "traj. tokens" in details and "traj. tokens" not in main
+    assert "<b>run</b>" not in html and "&lt;b&gt;run&lt;/b&gt;" in html
+    assert main.count("<tr>") == 1 + 6  # header + (3 sources incl. all) x 2 runs
+    comparison = comparison_table(compare(A, B, ("sft", "grpo")), ("sft", "grpo"))
+    head = re.findall(r"<th>(.*?)</th>", comparison._repr_html_().split("<details>")[0])
+    assert head[:4] == ["source", "EM strict sft", "EM strict grpo", "Δ strict"] and "only grpo right" in head
+    assert str(comparison).startswith("| source | EM strict sft |")
 
 
 def test_table_and_plots(tmp_path):

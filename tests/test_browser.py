@@ -1,4 +1,4 @@
-"""The rollout-tree notebook in a real browser: JupyterLab + Debian's Chromium via Playwright.
+"""Notebooks 05 and 10 and the widget views in a real browser: JupyterLab + Debian's Chromium via Playwright.
 
 Needs the Debian package `chromium` (/usr/bin/chromium); no browser is downloaded. The notebook
 runs with COURSE_PROFILE=fast. A screenshot is kept under artifacts/ (git-ignored).
@@ -19,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "05_rollout_tree.ipynb"
+EVALUATION = ROOT / "notebooks" / "10_evaluation_and_analysis.ipynb"
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "artifacts"
 RUN_TIMEOUT_MS = 20 * 60 * 1000  # rollouts on a busy 2-core machine are slow
@@ -56,7 +57,12 @@ def lab(tmp_path_factory):
     home = tmp_path_factory.mktemp("lab")
     notebooks = home / "notebooks"
     notebooks.mkdir()
-    shutil.copy(NOTEBOOK, notebooks / NOTEBOOK.name)
+    for notebook in (NOTEBOOK, EVALUATION):
+        shutil.copy(notebook, notebooks / notebook.name)
+    # keep every cell in the page: JupyterLab's windowing detaches cells scrolled out of view
+    tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text('{"windowingMode": "none"}')
     port = _free_port()
     env = dict(os.environ, COURSE_PROFILE="fast", TOKENIZERS_PARALLELISM="false",
                JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
@@ -83,6 +89,25 @@ def lab(tmp_path_factory):
     log.close()
 
 
+def _open_and_run_all(page, url: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(url, timeout=120_000)
+    page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
+    # the status bar says "<kernel> | Idle" once the kernel is up; only then run everything
+    expect(page.get_by_text("| Idle").first).to_be_visible(timeout=180_000)
+    started = page.locator(".jp-InputPrompt", has_text="*")
+    for _ in range(3):
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        try:
+            expect(started.first).to_be_visible(timeout=30_000)
+            return
+        except AssertionError:
+            page.keyboard.press("Escape")
+    pytest.fail("Run > Run All Cells did not start the notebook")
+
+
 def test_rollout_tree_notebook_in_chromium(lab):
     from playwright.sync_api import expect, sync_playwright
 
@@ -92,21 +117,7 @@ def test_rollout_tree_notebook_in_chromium(lab):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
         try:
-            page.goto(f"{lab}/lab/tree/{NOTEBOOK.name}", timeout=120_000)
-            page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
-            # the status bar says "<kernel> | Idle" once the kernel is up; only then run everything
-            expect(page.get_by_text("| Idle").first).to_be_visible(timeout=180_000)
-            started = page.locator(".jp-InputPrompt", has_text="*")
-            for _ in range(3):
-                page.get_by_role("menuitem", name="Run", exact=True).click()
-                page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-                try:
-                    expect(started.first).to_be_visible(timeout=30_000)
-                    break
-                except AssertionError:
-                    page.keyboard.press("Escape")
-            else:
-                pytest.fail("Run > Run All Cells did not start the notebook")
+            _open_and_run_all(page, f"{lab}/lab/tree/{NOTEBOOK.name}")
 
             trees = page.locator("[data-testid=tree-widget]")
             playground = page.locator(".srt-playground")
@@ -163,6 +174,48 @@ def test_rollout_tree_notebook_in_chromium(lab):
             browser.close()
 
 
+def test_evaluation_notebook_shows_its_tables_as_html_tables(lab):
+    """Notebook 10: the evaluation tables are tables (not Markdown text), the compared columns
+    first and the rest under a disclosure that opens."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            _open_and_run_all(page, f"{lab}/lab/tree/{EVALUATION.name}")
+            # the solution cell is the last one: once it has printed, every table is drawn
+            outputs = page.locator(".jp-OutputArea-output")
+            expect(outputs.filter(has_text="correct").last).to_be_attached(timeout=RUN_TIMEOUT_MS)
+            expect(page.locator("[data-testid=tree-widget] [data-testid=tree-leaf]").first).to_be_attached()
+            tables = outputs.locator("table.srt-table")
+            # base vs checkpoint, the baselines, the recorded runs: each a compared-columns table plus its full one
+            assert tables.count() >= 6
+            assert outputs.filter(has_text="|---|").count() == 0, "a table was printed as Markdown"
+            first = tables.nth(0)
+            first.scroll_into_view_if_needed()
+            head = [h.strip() for h in first.locator("th").all_inner_texts()]
+            assert head[:4] == ["source", "EM strict base", "EM strict checkpoint", "Δ strict"]
+            details = outputs.locator("details").first
+            full = details.locator("table.srt-table")
+            expect(full).to_be_hidden()
+            details.locator("summary").click()
+            expect(full).to_be_visible()
+            assert full.locator("th").count() > first.locator("th").count()
+            baselines = tables.nth(2)
+            assert baselines.locator("tbody tr").count() >= 4  # four runs, at least one source each
+            assert "closed book" in baselines.inner_text() and "EM lenient" in baselines.inner_text()
+            # the box starts on the running example, whose reference answer is known
+            root = page.locator("[data-testid=tree-root]").last
+            root.scroll_into_view_if_needed()
+            expect(root).to_contain_text("Corliss Archer")
+            expect(root).to_contain_text("gold: Chief of Protocol")
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser_10_tables.png"), full_page=False)
+            browser.close()
+
+
 FAKE_MODEL = """
 export function fakeModel(state) {
   const handlers = {};
@@ -194,7 +247,7 @@ def test_widget_views_standalone_escape_and_respond_to_clicks(tmp_path):
     (tmp_path / "fake.js").write_text(FAKE_MODEL)
     evil = "<img src=x onerror=alert(1)>"
     tree = normalise_tree({"question": "Q " + evil, "answers": ["Lyon"], "leaves": [
-        {"index": 0, "reward": 1.0, "advantage": 0.5, "turns": [
+        {"index": 0, "reward": 1.0, "advantage": 0.5, "valid_format": True, "turns": [
             {"kind": "tool", "text": "call", "query": "q " + evil, "tokens": 5, "observation": "obs " + evil,
              "observation_tokens": 9, "cut": True},
             {"kind": "answer", "text": "Answer: Lyon", "tokens": 3}]},
@@ -230,6 +283,16 @@ window.ready = true;
             details = page.locator("[data-testid=tree-details]")
             assert "obs " + evil in details.inner_text()
             assert "cut" in page.locator("[data-testid=tree-leaf]").nth(0).inner_text()
+            # an answer is marked as a good one only when its trajectory's format is valid
+            answers = page.locator(".srt-answer")
+            assert answers.count() == 2
+            assert "srt-answer-bad-format" not in answers.nth(0).get_attribute("class")
+            assert "srt-answer-bad-format" in answers.nth(1).get_attribute("class")
+            assert "gold: Lyon" in page.locator("[data-testid=tree-root]").inner_text()
+            # a question typed by the learner has no reference: no empty gold, no exact match claimed
+            page.evaluate("window.treeModel.set('data', {...window.treeModel.get('data'), answers: []})")
+            assert "no reference answer" in page.locator("[data-testid=tree-root]").inner_text()
+            assert "exact match" not in page.locator("[data-testid=tree-details]").inner_text()
             page.locator("[data-testid=token]").nth(1).click()
             info = page.locator("[data-testid=token-info]").inner_text()
             assert "id 2" in info and "-0.250" in info and "advantage +0.50" in info and "mask 1" in info
@@ -239,6 +302,82 @@ window.ready = true;
             assert dialogs == []
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "browser_widgets_standalone.png"), full_page=True)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _serve_page(tmp_path: Path, body_script: str):
+    """Copy the widget sources next to an index.html running `body_script`; return (url, server)."""
+    widgets_dir = ROOT / "helpers" / "widgets"
+    for name in ("tree.js", "tokens.js", "widgets.css"):
+        shutil.copy(widgets_dir / name, tmp_path / name)
+    (tmp_path / "fake.js").write_text(FAKE_MODEL)
+    (tmp_path / "index.html").write_text(f"""<!doctype html><html><head><link rel="stylesheet" href="widgets.css"></head>
+<body><div id="strip"></div><script type="module">{body_script}
+window.ready = true;
+</script></body></html>""")
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_until_serving(f"http://127.0.0.1:{port}/index.html", 30, pause=0.2)
+    return f"http://127.0.0.1:{port}/index.html", server
+
+
+def test_token_strip_click_keeps_scroll_position_and_selection(tmp_path):
+    """A long trajectory: clicking a token far down highlights it where it is and keeps the info line."""
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    from helpers.widgets.tokens import normalise_rows
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: `apt-get install -y chromium`")
+    roles = ["prompt"] * 400 + ["assistant"] * 200 + ["observation"] * 300 + ["assistant"] * 100
+    rows = normalise_rows([{"id": 1000 + i, "text": f"tok{i} " + ("\n" if i % 12 == 0 else ""), "role": role,
+                            "advantage": 0.5 if role == "assistant" else 0.0} for i, role in enumerate(roles)])
+    url, server = _serve_page(tmp_path, f"""
+import strip from "./tokens.js"; import {{ fakeModel }} from "./fake.js";
+window.stripModel = fakeModel({{rows: {json.dumps(rows)}, active: -1}});
+strip.render({{model: window.stripModel, el: document.getElementById("strip")}});""")
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 900, "height": 900})
+            page.goto(url)
+            page.wait_for_function("window.ready === true", timeout=10_000)
+            scroller = page.locator(".srt-strip-tokens")
+            assert scroller.evaluate("e => e.scrollHeight > e.clientHeight"), "the strip should scroll"
+            target = 950  # an assistant token after the observation, far below the first screen
+            tokens = page.locator("[data-testid=token]")
+            tokens.nth(target).scroll_into_view_if_needed()
+            before = scroller.evaluate("e => e.scrollTop")
+            assert before > 300
+            tokens.nth(target).click()
+            assert page.evaluate("window.stripModel.get('active')") == target
+            assert scroller.evaluate("e => e.scrollTop") == before
+            active = page.locator(".srt-tok-active")
+            assert active.count() == 1 and active.inner_text().startswith(f"tok{target}")
+            assert active.is_visible()
+            info = page.locator("[data-testid=token-info]")
+            assert info.inner_text().startswith(f"#{target} ") and "assistant" in info.inner_text()
+            # hovering another token shows it; leaving it brings the selected token back
+            tokens.nth(target - 3).hover()
+            assert info.inner_text().startswith(f"#{target - 3} ")
+            page.mouse.move(5, 5)
+            assert info.inner_text().startswith(f"#{target} ")
+            # a second click moves the one highlight
+            tokens.nth(target + 2).click()
+            assert page.locator(".srt-tok-active").count() == 1
+            assert page.locator(".srt-tok-active").inner_text().startswith(f"tok{target + 2}")
+            assert scroller.evaluate("e => e.scrollTop") == before
+            # the kernel side changing `active` (a new selection) is shown too
+            page.evaluate("window.stripModel.set('active', 5)")
+            assert page.locator(".srt-tok-active").inner_text().startswith("tok5")
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser_token_strip_scroll.png"))
             browser.close()
     finally:
         server.terminate()

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.models import load_tokenizer
+from helpers.search.http import clean_query
 from helpers.protocol import (
     SEARCH_TOOL,
     build_messages,
@@ -111,7 +112,7 @@ def test_parser_never_raises_and_its_verdict_is_consistent(text, family):
 @settings(max_examples=1500, deadline=None)
 @given(st.text(min_size=1, max_size=60))
 def test_any_clean_query_round_trips_through_both_formats(query):
-    clean = query.strip()
+    clean = clean_query(query)
     json_call = "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
     parsed = parse_assistant(json_call)
     if not clean or "<" in clean or ">" in clean:
@@ -181,3 +182,49 @@ def test_tool_message_renders_as_a_tool_response(tokenizer):
     text = tokenizer.decode(build_prompt(tokenizer, messages))
     assert "<tool_response>\n[1] Title: Lyon\n</tool_response>" in text
     assert SEARCH_TOOL["function"]["name"] == "search"
+
+
+# --------------------------------------------------------------------------- hostile turns
+
+
+def json_call(query_json: str) -> str:
+    return '<tool_call>\n{"name": "search", "arguments": {"query": ' + query_json + '}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("query_json", ['"\\ud83d x"', '"x \\udc00"', '"\\udfff"'])
+def test_a_lone_surrogate_in_a_query_makes_the_turn_invalid(query_json):
+    parsed = parse_assistant(json_call(query_json))
+    assert parsed.kind == "invalid" and "surrogate" in parsed.error
+    json.dumps(parsed.content, ensure_ascii=False).encode("utf-8")  # a writer can store the turn
+
+
+def test_a_lone_surrogate_elsewhere_in_a_turn_is_replaced():
+    parsed = parse_assistant("Answer: Par\ud83dis")
+    assert parsed.kind == "answer" and parsed.content == "Answer: Par\ufffdis"
+    parsed = parse_assistant("thinking \udc00 " + json_call('"paris"'))
+    assert parsed.kind == "tool" and parsed.content == "thinking \ufffd" and parsed.query == "paris"
+
+
+@pytest.mark.parametrize("query", ["\u200b", "\u200b\u200b \u200d", "\ufeff\u2060", " \u00ad "])
+def test_a_query_of_zero_width_characters_is_empty(query):
+    parsed = parse_assistant(json_call(json.dumps(query)))
+    assert parsed.kind == "invalid" and parsed.error == "empty query"
+    xml = f"<tool_call><function=search><parameter=query>{query}</parameter></function></tool_call>"
+    assert parse_assistant(xml).error == "empty query"
+
+
+def test_zero_width_characters_around_a_query_are_dropped():
+    assert parse_assistant(json_call(json.dumps("\u200bLyon\u200b"))).query == "Lyon"
+
+
+@pytest.mark.parametrize("text", ["<tool_call>" * 20_000, "</tool_call>" * 20_000,
+                                  "<tool_call>x</tool_call>" * 10_000, "<tool_call>" * 10_000 + "</tool_call>"])
+def test_the_parser_is_linear_in_the_number_of_tags(text):
+    import time
+
+    started = time.perf_counter()
+    parsed = parse_assistant(text)
+    took = time.perf_counter() - started
+    assert parsed.kind == "invalid"
+    # a parser that rescans from every tag needs tens of seconds here; a linear one milliseconds
+    assert took < 3.0, f"{len(text):,} characters took {took:.1f}s"

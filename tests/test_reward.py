@@ -41,6 +41,18 @@ def test_extract_answer(text, expected):
     assert extract_answer(text) == expected
 
 
+@pytest.mark.parametrize("newline", ["\u2028", "\u2029", "\x85", "\r", "\x0b", "\x0c"])
+def test_every_unicode_line_break_separates_answer_lines(newline):
+    assert extract_answer(f"Answer: Paris{newline}Answer: Lyon") is None  # two answers, not one
+    assert extract_answer(f"I looked it up.{newline}Answer: Lyon") == "Lyon"
+    assert score_answer(f"Answer: Paris{newline}Answer: Lyon", ["Paris"]).reward == FORMAT_PENALTY
+
+
+@pytest.mark.parametrize("text", ["An\u017fwer: Paris", "AN\u017fWER: Paris", "Answer\uff1a Paris", "\u0391nswer: Paris"])
+def test_look_alike_letters_do_not_make_an_answer_line(text):
+    assert extract_answer(text) is None
+
+
 def test_score_answer_three_levels():
     assert score_answer("Answer: The Eiffel Tower.", ["eiffel tower"]) == RewardResult(1.0, True, True, "The Eiffel Tower.")
     assert score_answer("Answer: Lyon", ["Paris", "France"]) == RewardResult(0.0, True, False, "Lyon")
@@ -83,6 +95,6 @@ def test_reward_never_raises_and_stays_in_its_three_levels(text, refs):
 def test_normalisation_is_idempotent_and_matches_itself(answer):
     once = normalize_answer(answer)
     assert normalize_answer(once) == once
-    if "\n" not in answer and "\r" not in answer and once and "<tool_call>" not in answer:
+    if len(f"Answer: {answer}".splitlines()) == 1 and once and "<tool_call>" not in answer:
         variant = answer.upper() if answer.isascii() else answer
         assert score_answer(f"Answer: {answer}", [f"'{variant}'!"]).reward in {1.0, FORMAT_PENALTY}

@@ -118,7 +118,7 @@ def test_429_with_retry_after_is_honoured():
     sleeps = Sleeps()
     with FakeService() as svc:
         svc.push(status=429, headers={"Retry-After": "7"}).push(json=WIKI_OK)
-        client = wiki_client(svc, sleeps)
+        client = wiki_client(svc, sleeps, timeout=30.0)
         result = client.search("q")
     assert result.ok and sleeps == [7.0]
     stats = client.stats.as_dict()

@@ -150,3 +150,88 @@ def test_search_command_line(index, capsys, monkeypatch):
     monkeypatch.setattr("helpers.search.deepseek.env_value", lambda name, env_path=None: None)
     assert cli.main(["q", "--backend", "deepseek"]) == 2
     assert "DEEPSEEK_API_KEY" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- hostile clients
+
+
+def raw_exchange(port, data: bytes, timeout=5.0) -> bytes:
+    """Send raw bytes, half-close, and read the whole answer (b'' when the server hangs up)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def status_of(answer: bytes) -> int:
+    assert answer.startswith(b"HTTP/"), answer[:80]
+    return int(answer.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize("length", ["abc", "-5", "1e3", " "])
+def test_a_bad_content_length_gets_400(index, length):
+    with RetrievalServer(index) as server:
+        answer = raw_exchange(server.port, f"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n{{}}".encode())
+    assert status_of(answer) == 400
+
+
+def test_deeply_nested_json_gets_400(index):
+    body = b"[" * 100_000
+    with RetrievalServer(index) as server:
+        answer = raw_exchange(server.port, b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                              + str(len(body)).encode() + b"\r\n\r\n" + body)
+    assert status_of(answer) == 400 and b"nests too deeply" in answer
+
+
+def test_a_too_large_body_gets_413_that_the_client_can_read(index):
+    payload = {"queries": ["x" * (10 << 20)]}
+    with RetrievalServer(index) as server:
+        status, body = post(server.url, payload)
+    assert status == 413 and "1 MiB" in body["detail"]
+
+
+def test_the_answer_is_bounded(index, monkeypatch):
+    from helpers.search import server as server_module
+
+    with RetrievalServer(index) as server:
+        status, body = post(server.url, {"queries": ["river"] * 512, "topk": 100})
+        assert status == 422 and "4096 documents" in body["detail"]
+        status, body = post(server.url, {"queries": ["river"] * 40, "topk": 100})
+        assert status == 200 and len(body["result"]) == 40
+        monkeypatch.setattr(server_module, "MAX_RESPONSE", 2000)  # as if the passages were long
+        status, body = post(server.url, {"queries": ["river"] * 40, "topk": 100})
+        assert status == 422 and "answer would exceed" in body["detail"]
+
+
+def test_stalled_connections_hold_a_bounded_number_of_threads_and_are_closed(index):
+    import threading
+
+    before = threading.active_count()
+    with RetrievalServer(index, request_timeout=0.5, workers=4, backlog=8) as server:
+        stalled = []
+        for _ in range(150):  # headers promise a body that never comes
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+            stalled.append(sock)
+        time.sleep(0.2)
+        threads_while_stalled = threading.active_count() - before
+        answers = []
+        for sock in stalled:  # every one is answered (408 or 503) or closed by the server
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+            answers.append(b"".join(chunks))
+            sock.close()
+        status, body = post(server.url, {"queries": ["hamlet"], "topk": 1})
+    assert threads_while_stalled <= 4 + 2
+    assert {status_of(a) for a in answers} <= {408, 503} and any(status_of(a) == 408 for a in answers)
+    assert status == 200 and body["result"][0]
+
+
+def test_a_query_that_is_not_valid_unicode_gets_422(index):
+    with RetrievalServer(index) as server:
+        status, body = post(server.url, {"queries": ["paris", "\ud83d tower"]})
+    assert status == 422 and "lone surrogate" in body["detail"]

@@ -353,3 +353,13 @@ def test_the_first_query_is_rewritten_only_where_keywords_retrieve_more_gold(fix
     assert rewritten_first_query(spelled, search, ["wfix00000003"], "gain") is None  # never spells the answer
     with pytest.raises(ValueError):
         rewritten_first_query(found, search, ["wfix00000002"], "always")
+
+
+def test_the_call_marker_warning_names_too_little_training_before_the_tokenizer():
+    from helpers.sft import ENOUGH_DEMONSTRATIONS_SEEN, call_marker_warning
+
+    assert call_marker_warning(None, 1, 1) is None and call_marker_warning(0.9, 1, 1) is None
+    little = call_marker_warning(0.04, 2, 1)
+    assert "0.04" in little and "too few" in little and "fast profile" in little and "tokenizer" not in little
+    trained = call_marker_warning(0.04, ENOUGH_DEMONSTRATIONS_SEEN, 20)
+    assert "tokenizer splits the marker" in trained and "too few" not in trained

@@ -185,6 +185,38 @@ def test_dashboard_updates_on_each_step():
     assert "exact match" in dashboard.view.value
 
 
+def test_stage_times_partition_the_step_without_counting_nested_timings_twice():
+    from helpers.widgets.dashboard import STAGE_COLOURS, dashboard_html, stage_times
+
+    # a recorded step: sampling and search happen inside the rollout; the search latency is a sum
+    metrics = {"step": 3, "time_sync_weights": 0.04, "time_rollout": 253.48, "time_sampling": 247.53,
+               "time_search": 5.72, "time_search_latency_sum": 20.35, "time_training": 6.88, "time_step": 260.45}
+    parts = stage_times(metrics)
+    assert sum(parts.values()) == pytest.approx(260.45)
+    assert parts["rollout: sampling"] == pytest.approx(247.53) and parts["rollout: search"] == pytest.approx(5.72)
+    assert parts["rollout: other"] == pytest.approx(253.48 - 247.53 - 5.72)
+    assert "rollout" not in parts and "sampling" not in parts and "search_latency_sum" not in parts
+    assert parts["other"] == pytest.approx(260.45 - 0.04 - 253.48 - 6.88)
+    # nested timings larger than their stage (clock noise) are scaled down, never added on top
+    noisy = stage_times({"time_rollout": 2.0, "time_sampling": 2.5, "time_training": 1.0})
+    assert sum(noisy.values()) == pytest.approx(3.0)
+    html = dashboard_html([metrics])
+    bar = re.search(r'class="srt-stage-bar".*?</div></div>', html).group(0)
+    colours = re.findall(r"background:(#[0-9A-Fa-f]{6})", bar)
+    assert len(colours) == len(parts) and len(set(colours)) == len(colours)
+    assert set(colours) <= set(STAGE_COLOURS)
+
+
+def test_sparklines_carry_their_axes():
+    from helpers.widgets.dashboard import sparkline
+
+    svg = sparkline([0.5, None, 0.25, 0.75], steps=[10, 11, 12, 13])
+    labels = re.findall(r"<text[^>]*>(.*?)</text>", svg)
+    assert "0.75" in labels and "0.25" in labels  # the y range
+    assert "10" in labels and "step 13" in labels  # the x range
+    assert svg.count("<line") == 2
+
+
 def test_playground_reruns_on_slider_change_and_reports_errors(group):
     seen = []
 
@@ -196,7 +228,7 @@ def test_playground_reruns_on_slider_change_and_reports_errors(group):
         data["leaves"] = [leaf(i, 0.0, 0.0, [answer_turn("Answer: x")]) for i in range(values["group_size"])]
         return data
 
-    playground = RolloutPlayground(run, values=budgets("fast"))
+    playground = RolloutPlayground(run, values=budgets("fast"), background=False)
     assert len(playground.tree.data["leaves"]) == budgets("fast")["group_size"]
     playground.sliders["group_size"].value = 5
     assert len(playground.tree.data["leaves"]) == 5 and seen[-1]["group_size"] == 5

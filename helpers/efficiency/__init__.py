@@ -1,4 +1,4 @@
-"""Efficiency-aware rewards from the second seed (Perplexity's post-training of search agents).
+"""Efficiency-aware rewards from Perplexity's post on post-training search agents.
 
 The plain Search-R1 reward only asks "was the answer right?". A policy trained on it has no reason
 to stop searching or to stop talking. This module adds the gated reward
@@ -10,7 +10,7 @@ to stop searching or to stop talking. This module adds the gated reward
 - pen_tool: a group-anchored tool-call penalty (calls beyond what the group's winners needed);
 - pen_len: a length penalty against reference lengths (verbose winners, terse losers).
 
-Design decisions the seed leaves open (each one is tested in tests/test_efficiency.py):
+Design decisions Perplexity's post leaves open (each one is tested in tests/test_efficiency.py):
 
 1. The tool-call baseline b_g ~ Unif(min, ceil(mean)) over the winners' effective calls is an
    *integer* uniform, both ends included. Calls are counts, so an integer baseline keeps

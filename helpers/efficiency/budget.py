@@ -56,7 +56,7 @@ def budget_point(policy: str, budget: int, trajectories: Sequence[Any], seconds:
 def budget_config(budget: int, base: Any = None) -> Any:
     """A rollout config whose system prompt states `budget` and whose rollout enforces it.
 
-    One trajectory per question (group_size 1), temperature 0.6 as in the seed's evaluation.
+    One trajectory per question (group_size 1), temperature 0.6 as in Perplexity's post.
     """
     import dataclasses
 
@@ -118,9 +118,12 @@ def budget_sweep(
 def plot_tool_efficiency(points: Sequence[BudgetPoint], axes=None):
     """Accuracy vs budget (the tool-efficiency curve) and tokens per question vs budget."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    from helpers.analyse import COLUMN_INCHES
 
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+        _, axes = plt.subplots(1, 3, figsize=(COLUMN_INCHES, 3.2), layout="constrained")
     policies = list(dict.fromkeys(p.policy for p in points))
     for name in policies:
         mine = sorted((p for p in points if p.policy == name), key=lambda p: p.budget)
@@ -130,12 +133,13 @@ def plot_tool_efficiency(points: Sequence[BudgetPoint], axes=None):
         axes[2].plot(xs, [p.tokens_per_question for p in mine], "o-", label=name)
     for ax, title in zip(axes, ("exact match vs budget", "search calls used", "tokens per question")):
         ax.set_xlabel("search budget b")
-        ax.set_title(title)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # budgets are whole searches
+        ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
     axes[1].plot([0, max(p.budget for p in points)], [0, max(p.budget for p in points)],
                  ":", color="grey", lw=0.8, label="b")
     axes[0].set_ylim(-0.02, 1.02)
-    axes[0].legend()
+    axes[0].legend(fontsize=8)
     return axes
 
 

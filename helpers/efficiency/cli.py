@@ -7,6 +7,7 @@ from typing import Any
 
 from helpers.efficiency.budget import BUDGETS
 from helpers.efficiency.rewards import EfficiencyConfig
+from helpers.tracking import DEFAULT_TRACKER, TRACKERS, open_tracker
 
 
 def sampling_client_for(service: Any, model: str, checkpoint: str | None) -> Any:
@@ -52,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
     budget.add_argument("--max-trajectory-tokens", type=int, default=8192)
     budget.add_argument("--temperature", type=float, default=0.6)
     budget.add_argument("--out", default="results/efficiency/budget_sweep.json")
+    budget.add_argument("--tracker", default=DEFAULT_TRACKER, choices=TRACKERS,
+                        help="also send each policy's curve (x axis: the budget) to a tracker")
     report = sub.add_parser("report", help="plots and README.md of a recorded compare/budget folder")
     report.add_argument("--dir", default="results/efficiency")
     args = parser.parse_args(argv)
@@ -99,6 +102,10 @@ def main(argv: Sequence[str] | None = None) -> Any:
         tokenizer = sampler.get_tokenizer()
         mine = package.budget_sweep(sampler, tokenizer, search_client, examples, budgets, policy=name, config=base)
         points = [p for p in points if p.policy != name] + mine
+        with open_tracker(args.tracker, f"budget/{name or 'base'}", vars(args)) as tracker:
+            for point in mine:
+                tracker.log({"step": point.budget, **{f"budget/{key}": value for key, value in point.as_dict().items()
+                                                      if key not in ("policy", "budget")}})
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps([p.as_dict() for p in points], indent=1))
     print(json.dumps([p.as_dict() for p in points], indent=1))

@@ -1,7 +1,8 @@
 """The gated reward R = r_base * s - pen_eff with group-anchored tool-call and length penalties.
 
-The design decisions the seed leaves open are listed in the package docstring. `GatedReward` is
-the reward as a reward function of a group, registered as "gated" for `TrainConfig.reward`.
+The design decisions Perplexity's post leaves open are listed in the package docstring.
+`GatedReward` is the reward as a reward function of a group, registered as "gated" for
+`TrainConfig.reward`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ PreferenceFn = Callable[[Any], float]
 
 @dataclass(frozen=True)
 class EfficiencyConfig:
-    """Weights of the efficiency penalty. The seed gives no numbers; these are CPU-run defaults."""
+    """Weights of the efficiency penalty. Perplexity's post gives no numbers; these are CPU-run defaults."""
 
     lambda_tool: float = 0.2
     lambda_len: float = 0.1
@@ -29,7 +30,7 @@ class EfficiencyConfig:
     alpha_lose: float = 0.5
     beta_lose: float = 0.1
     preferred_threshold: float = 0.5  # s >= this makes a winner "preferred" (the set W-hat)
-    # Not in the seed's formula: Search-R1's -0.1 for a broken final format. 0 keeps the formula
+    # Not in the post's formula: Search-R1's -0.1 for a broken final format. 0 keeps the formula
     # exact; 0.1 makes "gated" differ from the plain reward only by the efficiency terms.
     format_penalty: float = 0.0
     seed: int = 0

@@ -79,7 +79,7 @@ def train_with_reward(
 ) -> dict[str, Any]:
     """A short GRPO run with `reward` ('exact_match' or 'gated'); metrics to <out>/metrics.jsonl.
 
-    length_reference: 'group' (the group's own lengths, no extra cost) or 'initial' (the seed's
+    length_reference: 'group' (the group's own lengths, no extra cost) or 'initial' (Perplexity's post's
     definition: a frozen copy of the starting policy generates group_size answers per question,
     once per question, and their lengths are the references — one extra rollout per new question).
     Starts fresh every time (no resume). The run's heavy state (checkpoints, final sampler weights)

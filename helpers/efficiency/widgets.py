@@ -113,9 +113,12 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
     """Pick policies and a y-axis; the tool-efficiency curve redraws."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     policies = list(dict.fromkeys(p.policy for p in points))
-    pick = widgets.SelectMultiple(options=policies, value=tuple(policies), description="policies")
+    pick = widgets.SelectMultiple(options=policies, value=tuple(policies), description="policies",
+                                  rows=min(len(policies), 6) or 1)
+    hint = widgets.HTML("<small>Ctrl-click (⌘-click on a Mac) to pick several policies</small>")
     metric = widgets.Dropdown(options=[("exact match", "accuracy"), ("search calls", "search_calls_mean"),
                                        ("tokens / question", "tokens_per_question"),
                                        ("valid format", "valid_format_rate")],
@@ -130,6 +133,7 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
                 mine = sorted((p for p in points if p.policy == name), key=lambda p: p.budget)
                 ax.plot([p.budget for p in mine], [getattr(p, metric.value) for p in mine], "o-", label=name)
             ax.set_xlabel("search budget b")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # budgets are whole searches
             ax.set_ylabel(metric.label)
             ax.grid(alpha=0.3)
             if pick.value:
@@ -139,13 +143,13 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
     pick.observe(redraw, names="value")
     metric.observe(redraw, names="value")
     redraw()
-    box = widgets.VBox([widgets.HBox([pick, metric]), out])
+    box = widgets.VBox([widgets.HBox([widgets.VBox([pick, hint]), metric]), out])
     box.controls = {"policies": pick, "metric": metric}
     return box
 
 
 # ---------------------------------------------------------------- exercises (notebooks 11, 12)
-# Expected answers are worked out here from the seed's formulas, not with rewards.py,
+# Expected answers are worked out here from the formulas of Perplexity's post, not with rewards.py,
 # so a solution that uses those functions also checks them.
 
 

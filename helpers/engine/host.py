@@ -209,6 +209,9 @@ class ModelHost:
 
     def delete_adapter(self, name: str) -> None:
         if self.peft is not None and name in self.peft.peft_config:
+            others = [n for n in self.peft.peft_config if n != name]
+            if others and name in self.peft.active_adapters:
+                self.peft.set_adapter(others[0])  # every operation activates its own adapter anyway
             self.peft.delete_adapter(name)
             self.loaded_slots.pop(name, None)
 
@@ -221,6 +224,16 @@ class ModelHost:
                 state[f"{key}.lora_A"] = a[name].weight.detach().clone()
                 state[f"{key}.lora_B"] = module.lora_B[name].weight.detach().clone()
         return state
+
+    def adapter_shapes(self, name: str) -> dict[str, tuple[int, ...]]:
+        """The shape of every tensor ``adapter_state(name)`` holds, keyed the same way."""
+        shapes = {}
+        for key, module in self.peft.named_modules():
+            a = getattr(module, "lora_A", None)
+            if a is not None and name in a:
+                shapes[f"{key}.lora_A"] = tuple(a[name].weight.shape)
+                shapes[f"{key}.lora_B"] = tuple(module.lora_B[name].weight.shape)
+        return shapes
 
     def load_adapter_state(self, name: str, state: dict[str, Any]) -> None:
         with self.torch.no_grad():

@@ -10,6 +10,7 @@ service and are raised before anything is queued.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable
@@ -220,8 +221,18 @@ class SamplingClient:
         return prompt.to_ints()
 
 
+def _release_run(host: ModelHost, run: Any) -> None:
+    """Queue the removal of a dropped client's adapter (never waits: this may run inside the worker)."""
+    host.call(run.release)
+
+
 class TrainingClient:
-    """One LoRA training run on the local model host."""
+    """One LoRA training run on the local model host.
+
+    The run's adapter lives in the host's shared model; when the client is garbage-collected the
+    adapter is deleted there, so a kernel that creates many training clients does not keep every
+    one's weights (sampling clients hold their own copies and keep working).
+    """
 
     def __init__(self, host: ModelHost, run: Any) -> None:
         self._host = host
@@ -229,6 +240,8 @@ class TrainingClient:
         self.model_id = host.name
         self.training_run_cuid = run.run_id
         self._limits = TrainingLimits(max_batch_size=None, max_tokens_per_request=None, max_seq_len=host.max_context)
+        self._release = weakref.finalize(self, _release_run, host, run)
+        self._release.atexit = False
 
     # -- forward passes ------------------------------------------------------------------
     def _submit_forward(self, data, loss_fn, loss_fn_config, auto_shift, backward) -> APIFuture[ForwardBackwardOutput]:

@@ -2,12 +2,19 @@
 
 Everything here runs on the model host's worker thread (see host.py). Batches were already
 validated by the SDK's own planner in the client, so errors match the remote service.
+
+A checkpoint directory is trusted only after checks: ``meta.json`` is written last (its presence
+marks a complete save) and records a SHA-256 of every other file; loading verifies those sums,
+reads the tensors, and refuses NaN/inf values or shapes the LoRA layout does not expect. Every
+failure is a ``DamagedCheckpoint`` that names the file, raised before any weight is changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +34,36 @@ from helpers.engine.logprobs import sequence_logprobs
 ADAPTER_FILE = "adapter.safetensors"
 OPTIMIZER_FILE = "optimizer.pt"
 META_FILE = "meta.json"
+
+
+class DamagedCheckpoint(ValueError):
+    """A checkpoint file that cannot be trusted: unreadable, truncated, altered, or not finite."""
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_file(directory: Path, name: str, meta: dict) -> Path:
+    """``directory/name`` if it exists and matches the checksum saved with it (older saves have none)."""
+    path = directory / name
+    if not path.is_file():
+        raise DamagedCheckpoint(f"{path} is missing")
+    saved = (meta.get("sha256") or {}).get(name)
+    if saved is not None and file_sha256(path) != saved:
+        raise DamagedCheckpoint(f"{path} does not match the SHA-256 written when it was saved "
+                                "(truncated or changed since); use an earlier checkpoint")
+    return path
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 @dataclass(frozen=True)
@@ -151,31 +188,52 @@ class LoraRun:
         import torch
         from safetensors.torch import save_file
 
+        from helpers.models import tokenizer_fingerprint
+
         directory.mkdir(parents=True, exist_ok=True)
+        (directory / META_FILE).unlink(missing_ok=True)  # until the new one is written, not a checkpoint
         # keys are module paths without the adapter name, so any run with the same layout can load them
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.host.adapter_state(self.name).items()}
         save_file(tensors, str(directory / ADAPTER_FILE))
-        from helpers.models import tokenizer_fingerprint
-
-        meta = {"format": "helpers.engine/lora-v1", **self.layout.__dict__, "lora_alpha": 32,
-                "steps": self.steps, "has_optimizer": bool(with_optimizer and self.optimizer),
-                "tokenizer": tokenizer_fingerprint(self.host.tokenizer)}
-        (directory / META_FILE).write_text(json.dumps(meta, indent=1))
+        files = [ADAPTER_FILE]
         if with_optimizer and self.optimizer is not None:
             torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
+            files.append(OPTIMIZER_FILE)
+        meta = {"format": "helpers.engine/lora-v1", **self.layout.__dict__, "lora_alpha": 32,
+                "steps": self.steps, "has_optimizer": bool(with_optimizer and self.optimizer),
+                "tokenizer": tokenizer_fingerprint(self.host.tokenizer),
+                "sha256": {name: file_sha256(directory / name) for name in files}}
+        _write_atomic(directory / META_FILE, json.dumps(meta, indent=1))
         return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
 
     def load(self, directory: Path, with_optimizer: bool) -> None:
         import torch
 
-        tensors = read_adapter(directory, self.host)
-        self.host.load_adapter_state(self.name, tensors)
+        meta = read_meta(directory)
         if with_optimizer:
             if not (directory / OPTIMIZER_FILE).is_file():
                 raise FileNotFoundError(f"{directory} has no optimizer state; save it with save_state()")
-            self.optimizer = torch.optim.AdamW(self.params, lr=1e-4)
-            self.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, map_location=self.host.device))
+            optimizer_file = verify_file(directory, OPTIMIZER_FILE, meta)  # before any weight changes
+        tensors = read_adapter(directory, self.host, meta, expected=self.host.adapter_shapes(self.name))
+        if with_optimizer:
+            try:
+                # weights_only: a checkpoint is data; never run code from it, whatever torch's default
+                state = torch.load(optimizer_file, map_location=self.host.device, weights_only=True)
+                optimizer = torch.optim.AdamW(self.params, lr=1e-4)
+                optimizer.load_state_dict(state)
+            except Exception as exc:
+                raise DamagedCheckpoint(f"{optimizer_file} cannot be loaded ({type(exc).__name__}: "
+                                        f"{str(exc)[:200]})") from None
+            self.host.load_adapter_state(self.name, tensors)
+            self.optimizer = optimizer
+        else:
+            self.host.load_adapter_state(self.name, tensors)
         self.started = True
+
+    def release(self) -> None:
+        """Remove this run's adapter from the shared model and drop its parameters and moments."""
+        self.host.delete_adapter(self.name)
+        self.params, self.param_names, self.optimizer = [], [], None
 
 
 def _enable_activation_checkpointing(model) -> None:
@@ -198,7 +256,13 @@ def read_meta(directory: Path) -> dict:
     path = directory / META_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no LoRA checkpoint at {directory} (missing {META_FILE})")
-    return json.loads(path.read_text())
+    try:
+        meta = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DamagedCheckpoint(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise DamagedCheckpoint(f"{path} is not a JSON object")
+    return meta
 
 
 def check_tokenizer(meta: dict, host: ModelHost, path) -> None:
@@ -226,10 +290,31 @@ def layout_of(meta: dict) -> LoraLayout:
                       bool(meta["train_attn"]), bool(meta["train_unembed"]))
 
 
-def read_adapter(directory: Path, host: ModelHost) -> dict:
+def read_adapter(directory: Path, host: ModelHost, meta: dict | None = None,
+                 expected: dict[str, tuple[int, ...]] | None = None) -> dict:
+    """The adapter's tensors on the host's device, after the checks above (DamagedCheckpoint)."""
+    import torch
     from safetensors.torch import load_file
 
-    return {k: v.to(host.device, host.dtype) for k, v in load_file(str(directory / ADAPTER_FILE)).items()}
+    meta = read_meta(directory) if meta is None else meta
+    path = verify_file(directory, ADAPTER_FILE, meta)
+    try:
+        tensors = load_file(str(path))
+    except Exception as exc:  # SafetensorError, OSError: a truncated or foreign file
+        raise DamagedCheckpoint(f"{path} cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from None
+    for key, tensor in tensors.items():
+        if not bool(torch.isfinite(tensor).all()):
+            raise DamagedCheckpoint(f"{path}: tensor {key} holds NaN or infinite values")
+    if expected is not None:
+        if set(tensors) != set(expected):
+            missing, extra = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
+            raise DamagedCheckpoint(f"{path} does not hold this LoRA layout's tensors "
+                                    f"(missing {missing[:3]}, unexpected {extra[:3]})")
+        for key, tensor in tensors.items():
+            if tuple(tensor.shape) != tuple(expected[key]):
+                raise DamagedCheckpoint(f"{path}: tensor {key} has shape {tuple(tensor.shape)}, "
+                                        f"the LoRA layout expects {tuple(expected[key])}")
+    return {k: v.to(host.device, host.dtype) for k, v in tensors.items()}
 
 
 def snapshot_from_disk(host: ModelHost, directory: Path) -> AdapterSnapshot:
@@ -237,7 +322,7 @@ def snapshot_from_disk(host: ModelHost, directory: Path) -> AdapterSnapshot:
     check_tokenizer(meta, host, directory)
     layout = layout_of(meta)
     slot = ensure_slot(host, layout)
-    return AdapterSnapshot(slot=slot, tensors=read_adapter(directory, host))
+    return AdapterSnapshot(slot=slot, tensors=read_adapter(directory, host, meta, expected=host.adapter_shapes(slot)))
 
 
 # -- batching helpers --------------------------------------------------------------------------

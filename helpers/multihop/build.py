@@ -226,7 +226,7 @@ def prepare_synthetic(out_dir: str | Path | None = None, shared: str | Path | No
                       force: bool = False, show_progress: bool = True, index=None,
                       verdicts_path: str | Path = VERDICTS_FILE, corpus: Corpus | None = None) -> dict[str, Any]:
     """Build DATA_DIR/synthetic.jsonl (idempotent; resumes an interrupted generation)."""
-    from helpers.data import _write_jsonl
+    from helpers.runs import write_jsonl
     from helpers.search.local import LocalIndex
 
     out = Path(out_dir) if out_dir else config.DATA_DIR
@@ -245,7 +245,7 @@ def prepare_synthetic(out_dir: str | Path | None = None, shared: str | Path | No
     verdicts = load_verdicts(verdicts_path)
     results = check_all(candidates, corpus, index, held_ids, held_questions, verdicts, show_progress)
     rows = [to_row(c, verdicts) for c, r in zip(candidates, results) if all(r.values())]
-    _write_jsonl(out / f"{SPLIT}.jsonl", rows)
+    write_jsonl(out / f"{SPLIT}.jsonl", rows)
     report = {"fingerprint": fingerprint, **summarise(candidates, results, rows)}
     report_path.write_text(json.dumps(report, indent=2) + "\n")
     print(f"    {report['kept']} of {report['candidates']} candidates kept -> {out / f'{SPLIT}.jsonl'}")

@@ -1,4 +1,4 @@
-"""The seed's default online backend: DeepSeek web search, asked for *evidence*, not an answer.
+"""The default online backend of Happy-LLM §8.3.2: DeepSeek web search, asked for *evidence*, not an answer.
 
 How the ``deepseek-search`` package (PyPI 0.2.0) calls DeepSeek, reproduced with the standard
 library: the Anthropic-compatible Messages API at ``https://api.deepseek.com/anthropic``
@@ -7,7 +7,7 @@ with the query, the server-side tool ``{"type": "web_search_20260209", "name": "
 "max_uses": N}`` forced with ``tool_choice``, and ``pause_turn`` answers continued (at most 3
 times) by sending the assistant content back.
 
-"Evidence mode" is the seed's twist: the system prompt asks for numbered evidence blocks
+"Evidence mode" is Happy-LLM §8.3.2's twist: the system prompt asks for numbered evidence blocks
 
     [1] Source: <page title> | <url>
     Evidence: <the passage, quoted>
@@ -25,7 +25,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from helpers.search.format import MAX_CONTENT_CHARS, cut
-from helpers.search.http import BadResponse, OnlineSearchClient, RateLimiter, RetryPolicy, env_value, http_call
+from helpers.search.http import (BadResponse, Deadline, OnlineSearchClient, RateLimiter, RetryPolicy, check_key,
+                                 env_value, http_call)
 from helpers.search.types import SearchItem, SearchResult
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com/anthropic"
@@ -88,7 +89,7 @@ class DeepSeekSearchClient(OnlineSearchClient):
         super().__init__(timeout=timeout, retry=retry, limiter=limiter)
         if not api_key:
             raise ValueError("no DeepSeek key: set DEEPSEEK_API_KEY in .env")
-        self._api_key = api_key
+        self._api_key = check_key(api_key, "DEEPSEEK_API_KEY")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.topk = topk
@@ -106,7 +107,7 @@ class DeepSeekSearchClient(OnlineSearchClient):
     def _secrets(self) -> list[str]:
         return [self._api_key]
 
-    def _request(self, query: str, started: float) -> SearchResult:
+    def _request(self, query: str, started: float, deadline: Deadline) -> SearchResult:
         messages = [{"role": "user", "content": query}]
         params = {
             "model": self.model,
@@ -119,7 +120,7 @@ class DeepSeekSearchClient(OnlineSearchClient):
         headers = {"Authorization": f"Bearer {self._api_key}", "anthropic-version": "2023-06-01"}
         for _ in range(MAX_CONTINUATIONS + 1):
             response = http_call(f"{self.base_url}/v1/messages", method="POST", json_body=params,
-                                 headers=headers, timeout=self.timeout)
+                                 headers=headers, deadline=deadline)
             payload = response.json()
             if not isinstance(payload, dict) or not isinstance(payload.get("content"), list):
                 raise BadResponse("answer has no 'content' list")

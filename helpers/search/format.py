@@ -1,6 +1,6 @@
 """Search results as the evidence text the model reads (the observation).
 
-Layout of the seed:
+Layout of Happy-LLM §8.3.2:
 
     [1] Title: ...
         Content: ...
@@ -15,7 +15,7 @@ from __future__ import annotations
 from helpers.search.types import SearchItem, SearchResult
 
 NO_RESULTS = "No results found. Try a different, shorter query."
-MAX_CONTENT_CHARS = 1200  # the seed's exchars=1200
+MAX_CONTENT_CHARS = 1200  # Happy-LLM §8.3.2's exchars=1200
 
 
 def cut(text: str, limit: int = MAX_CONTENT_CHARS) -> str:

@@ -1,18 +1,30 @@
 """What every online backend shares: one HTTP call, rate limit, retries, stats, secrets.
 
-``OnlineSearchClient.search`` is the seed's outer ``search()``: it waits for a start slot of the
+``OnlineSearchClient.search`` is Happy-LLM §8.3.2's outer ``search()``: it waits for a start slot of the
 rate limiter, calls the backend's ``_request``, retries 429 and 5xx answers a bounded number of
 times (honouring ``Retry-After``), counts everything in ``stats`` and never raises: a failure is
 ``SearchResult(ok=False, error=...)``, with any API key scrubbed from the error text.
+
+What a hostile or broken service cannot do to a search:
+
+- keep it longer than ``timeout``: the timeout is one deadline for the whole search (connect,
+  every read, every retry and every back-off), enforced by a watchdog that closes the socket of a
+  server that drips its answer byte by byte;
+- fill memory: at most ``MAX_RESPONSE_BYTES`` are read and at most as many are inflated (a gzip
+  bomb fails the search, and an error body is read only as far as its first few hundred bytes);
+- collect a key: a redirect to another origin (scheme, host, port) is followed without the
+  credential headers, and keys are scrubbed from result text as well as from errors.
 """
 
 from __future__ import annotations
 
 import email.utils
-import gzip
+import functools
+import http.client
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -21,7 +33,7 @@ import urllib.parse
 import urllib.request
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +41,13 @@ from helpers.search.types import SearchResult, SearchStats
 
 log = logging.getLogger("helpers.search")
 USER_AGENT = "search-r1-course/0.1 (teaching project; https://github.com/PeterGriffinJin/Search-R1)"
+# Three extracts of 1,200 characters are a few kB; 4 MiB leaves room for verbose JSON and no more.
+MAX_RESPONSE_BYTES = 4 << 20
+MAX_ERROR_BODY_BYTES = 4096  # an error answer is read (and inflated) only this far
+MAX_REDIRECTS = 3
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+_READ_CHUNK = 64 << 10
+_KEY_SHAPE = re.compile(r"[\x21-\x7e]{8,512}")  # printable ASCII, no spaces: safe in a header
 
 
 class HTTPStatusError(Exception):
@@ -47,6 +66,10 @@ class BadResponse(ValueError):
     """The service answered 2xx but not in the shape we expect."""
 
 
+class ResponseTooLarge(BadResponse):
+    """The answer (as sent, or once inflated) is larger than a search result can be."""
+
+
 @dataclass
 class Response:
     status: int
@@ -58,6 +81,35 @@ class Response:
             return json.loads(self.body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BadResponse(f"malformed JSON: {exc}") from exc
+
+
+class Deadline:
+    """One clock for a whole search: every connect, read, retry and back-off draws on it."""
+
+    def __init__(self, seconds: float | None, clock: Callable[[], float] = time.monotonic):
+        self.seconds = seconds
+        self._clock = clock
+        self.expires = None if seconds is None else clock() + seconds
+
+    def remaining(self) -> float | None:
+        """Seconds left (never negative), or None for no deadline."""
+        return None if self.expires is None else max(0.0, self.expires - self._clock())
+
+    @property
+    def expired(self) -> bool:
+        return self.expires is not None and self._clock() >= self.expires
+
+    def describe(self) -> str:
+        return f"the {self.seconds:g}s deadline for the whole search"
+
+
+def check_key(key: str, setting: str, position: str = "") -> str:
+    """``key`` if it can travel in an HTTP header; else ValueError that never shows the key."""
+    if not isinstance(key, str) or not _KEY_SHAPE.fullmatch(key):
+        raise ValueError(
+            f"{setting}: the key{position} is malformed (an API key is 8-512 printable ASCII characters "
+            "without spaces, quotes or line breaks); fix it in .env")
+    return key
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -78,13 +130,30 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (now if now is not None else time.time()))
 
 
-def _decode(body: bytes, encoding: str | None) -> bytes:
+def inflate(body: bytes, encoding: str | None, limit: int = MAX_RESPONSE_BYTES) -> bytes:
+    """The decoded body, inflating at most ``limit`` bytes (ResponseTooLarge past that)."""
     encoding = (encoding or "").lower()
     if encoding == "gzip" or body[:2] == b"\x1f\x8b":
-        return gzip.decompress(body)
-    if encoding == "deflate":
-        return zlib.decompress(body)
-    return body
+        wbits = 16 + zlib.MAX_WBITS
+    elif encoding == "deflate":
+        wbits = zlib.MAX_WBITS
+    else:
+        if len(body) > limit:
+            raise ResponseTooLarge(f"answer larger than {limit:,} bytes")
+        return body
+    out, rest = bytearray(), body
+    while rest:  # a gzip stream may hold several members
+        inflater = zlib.decompressobj(wbits)
+        try:
+            out += inflater.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise BadResponse(f"corrupt compressed body: {exc}") from None
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise ResponseTooLarge(f"compressed answer inflates past {limit:,} bytes")
+        if not inflater.eof:
+            raise BadResponse("corrupt compressed body: truncated stream")
+        rest = inflater.unused_data
+    return bytes(out)
 
 
 def with_params(url: str, params: dict | None = None) -> str:
@@ -94,14 +163,157 @@ def with_params(url: str, params: dict | None = None) -> str:
     return url
 
 
+# Zero-width characters (Unicode format characters such as U+200B) are invisible and search nothing.
+_EDGE_BLANKS = re.compile(r"^[\s\u200b-\u200f\u2060-\u2064\ufeff\u00ad\u180e]+|[\s\u200b-\u200f\u2060-\u2064\ufeff\u00ad\u180e]+$")
+
+
 def clean_query(query: Any) -> str:
-    """The query text a search sends: ``str(query)`` without surrounding whitespace."""
-    return str(query).strip()
+    """The query text a search sends: ``str(query)`` without surrounding whitespace or zero-width
+    characters, so a query made only of them is empty."""
+    return _EDGE_BLANKS.sub("", str(query))
+
+
+def valid_unicode(text: str) -> bool:
+    """False when ``text`` cannot be encoded as UTF-8: it holds a lone surrogate (e.g. from a JSON
+    escape such as ``"\\ud83d"``), which no writer, URL or tokenizer can take."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# -- one HTTP exchange ------------------------------------------------------------------------
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+class _Watchdog:
+    """Shuts the sockets of one exchange down when the deadline passes, whatever they are doing."""
+
+    def __init__(self, deadline: Deadline):
+        self.fired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        remaining = deadline.remaining()
+        self._timer = None if remaining is None else threading.Timer(remaining, self.fire)
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            fired = self.fired
+        if fired:
+            _shutdown(sock)
+
+    def fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shutdown(sock)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _WatchedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, *args, watchdog: _Watchdog, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._watchdog = watchdog
+
+    def connect(self):
+        super().connect()
+        self._watchdog.watch(self.sock)
+
+
+class _WatchedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args, watchdog: _Watchdog, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._watchdog = watchdog
+
+    def connect(self):
+        super().connect()
+        self._watchdog.watch(self.sock)
+
+
+class _WatchedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, watchdog: _Watchdog):
+        super().__init__()
+        self._watchdog = watchdog
+
+    def http_open(self, req):
+        return self.do_open(functools.partial(_WatchedHTTPConnection, watchdog=self._watchdog), req)
+
+
+class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, watchdog: _Watchdog):
+        super().__init__()
+        self._watchdog = watchdog
+
+    def do_open(self, http_class, req, **kwargs):
+        return super().do_open(functools.partial(_WatchedHTTPSConnection, watchdog=self._watchdog), req, **kwargs)
+
+
+class _CredentialSafeRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows at most MAX_REDIRECTS redirects; credentials never go to another origin."""
+
+    max_redirections = MAX_REDIRECTS
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if urllib.parse.urlsplit(newurl).scheme.lower() not in ("http", "https"):
+            raise urllib.error.HTTPError(req.full_url, code, "redirect to a non-HTTP URL refused", headers, fp)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(new.full_url) != _origin(req.full_url):
+            for store in (new.headers, new.unredirected_hdrs):
+                for name in [n for n in store if n.lower() in CREDENTIAL_HEADERS]:
+                    del store[name]
+        return new
+
+
+def _opener(watchdog: _Watchdog) -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(_WatchedHTTPHandler(watchdog), _WatchedHTTPSHandler(watchdog),
+                                       _CredentialSafeRedirects())
+
+
+def _read_capped(response, limit: int) -> bytes:
+    declared = response.headers.get("Content-Length")
+    if declared and declared.strip().isdigit() and int(declared) > limit:
+        raise ResponseTooLarge(f"answer of {int(declared):,} bytes is larger than {limit:,}")
+    chunks, size = [], 0
+    while True:
+        chunk = response.read1(_READ_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise ResponseTooLarge(f"answer larger than {limit:,} bytes")
+        chunks.append(chunk)
 
 
 def http_call(url: str, *, method: str = "GET", params: dict | None = None, json_body: Any = None,
-              headers: dict[str, str] | None = None, timeout: float | None = 10.0) -> Response:
-    """One HTTP exchange; raises HTTPStatusError (>= 400), SearchTimeout, or OSError."""
+              headers: dict[str, str] | None = None, timeout: float | None = 10.0,
+              deadline: Deadline | None = None, max_bytes: int = MAX_RESPONSE_BYTES) -> Response:
+    """One HTTP exchange; raises HTTPStatusError (>= 400), SearchTimeout, BadResponse, or OSError.
+
+    ``deadline`` (default: ``timeout`` seconds from now) bounds the whole exchange, redirects and
+    body included; at most ``max_bytes`` are read and at most as many inflated.
+    """
+    deadline = deadline or Deadline(timeout)
     url = with_params(url, params)
     data = None
     all_headers = {"Accept": "application/json", "Accept-Encoding": "gzip", "User-Agent": USER_AGENT}
@@ -109,26 +321,55 @@ def http_call(url: str, *, method: str = "GET", params: dict | None = None, json
     if json_body is not None:
         data = json.dumps(json_body).encode("utf-8")
         all_headers["Content-Type"] = "application/json"
+    if deadline.expired:
+        raise SearchTimeout(f"{deadline.describe()} passed before the request was sent")
+    remaining = deadline.remaining()
     request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
+    watchdog = _Watchdog(deadline)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = _decode(response.read(), response.headers.get("Content-Encoding"))
-            return Response(response.status, dict(response.headers.items()), body)
+        with _opener(watchdog).open(request, timeout=remaining) as response:
+            raw = _read_capped(response, max_bytes)
+            if watchdog.fired:
+                raise SearchTimeout(f"the answer was still arriving when {deadline.describe()} passed")
+            return Response(response.status, dict(response.headers.items()),
+                            inflate(raw, response.headers.get("Content-Encoding"), max_bytes))
     except urllib.error.HTTPError as exc:
-        try:
-            raw = _decode(exc.read(), exc.headers.get("Content-Encoding") if exc.headers else None)
+        if watchdog.fired:
+            raise SearchTimeout(f"no complete answer within {deadline.describe()}") from None
+        try:  # only the start of an error body is read and inflated: it is shown, never parsed
+            head = exc.read(MAX_ERROR_BODY_BYTES)
+            encoding = exc.headers.get("Content-Encoding") if exc.headers else None
+            text = _inflate_head(head, encoding).decode("utf-8", "replace")
         except Exception:  # an unreadable error body is still an HTTP error
-            raw = b""
+            text = ""
+        finally:
+            exc.close()
         retry_after = parse_retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-        raise HTTPStatusError(exc.code, retry_after, raw[:300].decode("utf-8", "replace")) from None
+        raise HTTPStatusError(exc.code, retry_after, text[:300]) from None
     except (TimeoutError, socket.timeout) as exc:
-        raise SearchTimeout(f"no answer within {timeout}s") from exc
+        raise SearchTimeout(f"no answer within {deadline.describe()}") from exc
     except urllib.error.URLError as exc:
-        if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-            raise SearchTimeout(f"no answer within {timeout}s") from exc
+        if isinstance(exc.reason, (TimeoutError, socket.timeout)) or watchdog.fired:
+            raise SearchTimeout(f"no answer within {deadline.describe()}") from exc
         raise OSError(f"connection failed: {exc.reason}") from None
-    except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
-        raise BadResponse(f"corrupt compressed body: {exc}") from exc
+    except (http.client.HTTPException, OSError) as exc:
+        if watchdog.fired:
+            raise SearchTimeout(f"the answer was still arriving when {deadline.describe()} passed") from exc
+        raise
+    finally:
+        watchdog.stop()
+
+
+def _inflate_head(head: bytes, encoding: str | None) -> bytes:
+    """As much of the start of a (possibly compressed) body as inflates into MAX_ERROR_BODY_BYTES."""
+    encoding = (encoding or "").lower()
+    if encoding not in ("gzip", "deflate") and head[:2] != b"\x1f\x8b":
+        return head
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS)
+    try:
+        return inflater.decompress(head, MAX_ERROR_BODY_BYTES)
+    except zlib.error:
+        return b""
 
 
 class RateLimiter:
@@ -190,7 +431,12 @@ def env_value(name: str, env_path: str | Path | None = None) -> str | None:
 
 
 class OnlineSearchClient:
-    """Base of the HTTP backends. Subclasses implement ``_request(query, started)``."""
+    """Base of the HTTP backends. Subclasses implement ``_request(query, started, deadline)``.
+
+    ``timeout`` is a deadline for the whole search, counted from its first request: connects,
+    reads, retries and their back-off all draw on it, and a back-off that would outlast it ends
+    the search at once, as a timeout that says why.
+    """
 
     name = "online"
     retry_statuses = frozenset({429, 500, 502, 503, 504})
@@ -216,21 +462,38 @@ class OnlineSearchClient:
         error = redact(message, self._secrets())
         return SearchResult(ok=False, items=[], latency=time.perf_counter() - started, status=status, error=error)
 
+    def _scrub(self, result: SearchResult) -> SearchResult:
+        """The result with every key masked in its text: a server can echo what it was sent."""
+        secrets = self._secrets()
+        if not secrets or not result.items:
+            return result
+
+        def clean(value):
+            return redact(value, secrets) if isinstance(value, str) else value
+
+        items = [replace(item, **{name: clean(getattr(item, name)) for name in ("title", "content", "source", "url")})
+                 for item in result.items]
+        return replace(result, items=items)
+
     def search(self, query: str) -> SearchResult:
         started = time.perf_counter()
         rate_limited = retries = failovers = 0
         timeout = False
         attempt = 0
+        deadline: Deadline | None = None
         query = clean_query(query)
-        if not query:
-            result = self._fail(started, "empty query")
+        problem = "empty query" if not query else None if valid_unicode(query) else (
+            "query is not valid Unicode (it holds a lone surrogate); nothing was sent")
+        if problem:
+            result = self._fail(started, problem)
             self.stats.record(result)
             return result
         while True:
             if self.limiter is not None:
                 self.limiter.acquire()
+            deadline = deadline or Deadline(self.timeout)  # from the first request on
             try:
-                result = self._request(query, started)
+                result = self._scrub(self._request(query, started, deadline))
                 break
             except HTTPStatusError as exc:
                 if exc.status == 429:
@@ -240,6 +503,12 @@ class OnlineSearchClient:
                         continue
                 if exc.status in self.retry_statuses and attempt < self.retry.max_retries:
                     delay = self.retry.delay(attempt, exc.retry_after)
+                    left = deadline.remaining()
+                    if left is not None and delay >= left:
+                        timeout = True
+                        result = self._fail(started, f"{self.name}: timeout (HTTP {exc.status}; waiting "
+                                            f"{delay:g}s to retry would outlast {deadline.describe()})", exc.status)
+                        break
                     log.info("%s: HTTP %s, retry in %.2fs", self.name, exc.status, delay)
                     self.retry.sleep(delay)
                     attempt += 1
@@ -265,5 +534,5 @@ class OnlineSearchClient:
             log.warning("%s search failed: %s", self.name, result.error)
         return result
 
-    def _request(self, query: str, started: float) -> SearchResult:  # pragma: no cover - abstract
+    def _request(self, query: str, started: float, deadline: Deadline) -> SearchResult:  # pragma: no cover
         raise NotImplementedError

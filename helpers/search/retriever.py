@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from helpers.search.format import MAX_CONTENT_CHARS, cut
-from helpers.search.http import BadResponse, OnlineSearchClient, RetryPolicy, env_value, http_call
+from helpers.search.http import BadResponse, Deadline, OnlineSearchClient, RetryPolicy, env_value, http_call
 from helpers.search.types import SearchItem, SearchResult
 
 DEFAULT_URL = "http://127.0.0.1:8000/retrieve"
@@ -42,8 +42,8 @@ class RetrieverSearchClient(OnlineSearchClient):
     def __repr__(self) -> str:
         return f"RetrieverSearchClient(url={self.url!r}, topk={self.topk})"
 
-    def _request(self, query: str, started: float) -> SearchResult:
-        response = http_call(self.url, method="POST", timeout=self.timeout,
+    def _request(self, query: str, started: float, deadline: Deadline) -> SearchResult:
+        response = http_call(self.url, method="POST", deadline=deadline,
                              json_body={"queries": [query], "topk": self.topk, "return_scores": True})
         payload = response.json()
         # {"result": [[...]]} from retrieval_server.py; some forks return the bare list

@@ -1,4 +1,4 @@
-"""The seed's keyless online backend: full-text search of English Wikipedia (MediaWiki Action API).
+"""The keyless online backend of Happy-LLM §8.3.2: full-text search of English Wikipedia (MediaWiki Action API).
 
 One request searches (``generator=search``) and returns, for the top three pages, the plain-text
 intro cut to 1,200 characters and the page URL. Results are ordered by the search rank
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from helpers.search.http import (USER_AGENT, BadResponse, OnlineSearchClient, RateLimiter, RetryPolicy, clean_query,
+from helpers.search.http import (USER_AGENT, BadResponse, Deadline, OnlineSearchClient, RateLimiter, RetryPolicy, clean_query,
                                  http_call, redact, with_params)
 from helpers.search.types import SearchItem, SearchResult
 
@@ -92,8 +92,8 @@ class WikipediaSearchClient(OnlineSearchClient):
         url, _headers = self._prepare(query)
         return redact(url, self._secrets())
 
-    def _request(self, query: str, started: float) -> SearchResult:
+    def _request(self, query: str, started: float, deadline: Deadline) -> SearchResult:
         url, headers = self._prepare(query)
-        response = http_call(url, headers=headers, timeout=self.timeout)
+        response = http_call(url, headers=headers, deadline=deadline)
         items = parse_pages(response.json())
         return SearchResult(ok=True, items=items, latency=time.perf_counter() - started, status=response.status)

@@ -1,4 +1,4 @@
-"""The seed's Zhihu backend: Zhihu's developer global-search API (needs keys).
+"""The Zhihu backend of Happy-LLM §8.3.2: Zhihu's developer global-search API (needs keys).
 
 ``GET https://developer.zhihu.com/api/v1/content/global_search?Query=...&Count=3&SearchDB=all``
 with ``Authorization: Bearer <key>`` and ``X-Request-Timestamp``; items come from
@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from helpers.search.format import MAX_CONTENT_CHARS, cut
-from helpers.search.http import BadResponse, OnlineSearchClient, RateLimiter, RetryPolicy, env_value, http_call
+from helpers.search.http import (BadResponse, Deadline, OnlineSearchClient, RateLimiter, RetryPolicy, check_key,
+                                 env_value, http_call)
 from helpers.search.types import SearchItem, SearchResult
 
 ZHIHU_SEARCH_ENDPOINT = "https://developer.zhihu.com/api/v1/content/global_search"
@@ -65,7 +66,8 @@ class ZhihuSearchClient(OnlineSearchClient):
         super().__init__(timeout=timeout, retry=retry, limiter=limiter)
         if not keys:
             raise ValueError("no Zhihu keys: set ZHIHU_SEARCH_KEYS in .env (comma or newline separated)")
-        self._keys = list(keys)
+        self._keys = [check_key(key, "ZHIHU_SEARCH_KEYS", f" at position {i + 1} of {len(keys)}")
+                      for i, key in enumerate(keys)]
         self._dropped: list[str] = []
         self._next = 0
         self._keys_lock = threading.Lock()
@@ -105,7 +107,7 @@ class ZhihuSearchClient(OnlineSearchClient):
                 self._dropped.append(key)
             return bool(self._keys)
 
-    def _request(self, query: str, started: float) -> SearchResult:
+    def _request(self, query: str, started: float, deadline: Deadline) -> SearchResult:
         key = self._take_key()
         if key is None:
             raise BadResponse("every Zhihu key was rate limited (HTTP 429) in this run")
@@ -114,7 +116,7 @@ class ZhihuSearchClient(OnlineSearchClient):
             self.endpoint,
             params={"Query": query, "Count": self.topk, "SearchDB": "all"},
             headers={"Authorization": f"Bearer {key}", "X-Request-Timestamp": str(int(time.time()))},
-            timeout=self.timeout,
+            deadline=deadline,
         )
         items = parse_items(response.json(), self.max_chars)
         return SearchResult(ok=True, items=items, latency=time.perf_counter() - started, status=response.status)

@@ -24,6 +24,11 @@ def fmt(value: object, digits: int = 2) -> str:
     return esc(value)
 
 
+def plural(count: int, one: str, many: str) -> str:
+    """'1 micro-batch', '3 micro-batches'."""
+    return f"{count} {one if count == 1 else many}"
+
+
 def shorten(text: str, limit: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -6,7 +6,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from helpers.widgets._html import advantage_colour, esc, shorten
+from helpers.widgets._html import advantage_colour, esc, plural, shorten
 
 
 def normalise_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -105,11 +105,11 @@ def micro_batch_html(micro_batches: list[list[Any]], width: int = 420) -> str:
         weight = f"{len(batch)}/{total}" if total else "0"
         blocks.append(
             f'<div class="srt-micro" style="margin:4px 0;padding:3px;border:1px solid #bbb;border-radius:4px;display:inline-block">'
-            f'<div style="font-size:11px">micro-batch {number}: {len(batch)} samples, padded to {pad_to}, weight n/N = {weight}</div>{"".join(rows)}</div>'
+            f'<div style="font-size:11px">micro-batch {number}: {plural(len(batch), "sample", "samples")}, padded to {pad_to}, weight n/N = {weight}</div>{"".join(rows)}</div>'
         )
     stats = packing_stats(batches)
     summary = (
-        f"<div>{stats['micro_batches']} micro-batches · {stats['real_tokens']} real tokens · "
+        f"<div>{plural(stats['micro_batches'], 'micro-batch', 'micro-batches')} · {stats['real_tokens']} real tokens · "
         f"{stats['padded_tokens']} after padding · {stats['padding_fraction']:.0%} padding</div>"
     )
     return f'<div class="srt-microbatches">{summary}{"<br>".join(blocks)}</div>'

@@ -20,6 +20,7 @@ FAST = {
     "max_tool_response_tokens": 224,
     "max_trajectory_tokens": 1024,
     "temperature": 1.0,
+    "search_topk": 3,
     "eval_questions": 1,
     "sft_questions": 2,
     "sft_epochs": 1,
@@ -34,19 +35,32 @@ FULL = {
     "max_tool_response_tokens": 384,
     "max_trajectory_tokens": 3072,
     "temperature": 1.0,
+    "search_topk": 3,
     "eval_questions": 20,
     "sft_questions": 64,
     "sft_epochs": 2,
     "grpo_steps": 10,
 }
 
-# (minimum, maximum, step) of the sliders in notebook 05 and the playground.
+# (minimum, maximum, step) of the sliders in notebook 05 and the playground. search_topk is the
+# search client's number of passages per query, not a RolloutConfig field.
 SLIDERS = {
     "max_search_calls": (0, 4, 1),
-    "group_size": (1, 8, 1),
+    "max_assistant_turns": (1, 8, 1),
+    "max_assistant_tokens": (16, 512, 16),
     "max_tool_response_tokens": (16, 1024, 16),
-    "temperature": (0.1, 1.5, 0.1),
+    "max_trajectory_tokens": (256, 8192, 256),
+    "group_size": (1, 8, 1),
+    "temperature": (0.0, 1.5, 0.1),
+    "search_topk": (1, 10, 1),
 }
+
+# Wide enough for the longest budget name ("max_tool_response_tokens") at JupyterLab's font size.
+SLIDER_STYLE = {"description_width": "210px"}
+
+
+def slider_layout(width: str = "520px") -> widgets.Layout:
+    return widgets.Layout(width=width)
 
 
 def budgets(name: str | None = None) -> dict[str, Any]:
@@ -73,8 +87,7 @@ def budget_sliders(values: dict[str, Any] | None = None) -> dict[str, widgets.Wi
         cls = widgets.FloatSlider if isinstance(step, float) else widgets.IntSlider
         out[name] = cls(
             value=value, min=low, max=high, step=step, description=name,
-            continuous_update=False, style={"description_width": "170px"},
-            layout=widgets.Layout(width="460px"),
+            continuous_update=False, style=SLIDER_STYLE, layout=slider_layout(),
         )
         out[name].add_class(f"srt-slider-{name}")
     return out

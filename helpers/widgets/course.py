@@ -59,6 +59,15 @@ def rollout_config(values: dict[str, Any], seed: int = 0, **overrides: Any):
     return RolloutConfig(**kwargs)
 
 
+def rollout_examples(questions: int) -> list[Any]:
+    """The questions of the notebooks' small rollouts: the running example, then training questions."""
+    from helpers.data import load_examples
+    from helpers.running_example import RUNNING_EXAMPLE
+
+    more = load_examples("train", limit=questions - 1) if questions > 1 else []
+    return [RUNNING_EXAMPLE] + more
+
+
 def run_rollout(examples: Sequence[Any], values: dict[str, Any], *, sampler: Any = None, tokenizer: Any = None,
                 search: Any = None, seed: int = 0, progress: bool = True, **overrides: Any) -> list[Any]:
     """rollout_batch on `examples` with the budgets in `values` (the sliders' current values)."""
@@ -97,10 +106,25 @@ def recall(name: str) -> Any | None:
         return None
 
 
-def _call_text(query: str) -> str:
+def call_text(query: str) -> str:
     import json
 
     return "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
+
+
+def forced_sequence(sampler: Any, tokenizer: Any, prompt_tokens: Sequence[int], text: str) -> Any:
+    """A given turn shaped like a sampled one: its tokens, a stop token, and the logprobs the
+    policy assigns to them (what the sampler would have reported had it sampled this text)."""
+    from types import SimpleNamespace
+
+    import pytrio as trio
+
+    from helpers.protocol import stop_token_ids
+
+    prompt = list(prompt_tokens)
+    completion = list(tokenizer.encode(text, add_special_tokens=False)) + stop_token_ids(tokenizer)[:1]
+    scored = sampler.compute_logprobs(trio.ModelInput.from_ints(prompt + completion)).result()
+    return SimpleNamespace(tokens=completion, logprobs=[float(x) for x in scored[len(prompt):]], stop_reason="stop")
 
 
 def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, sampler: Any = None, tokenizer: Any = None,
@@ -112,11 +136,7 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
     (compute_logprobs), i.e. what the sampler would have reported had it sampled them. Used when
     the untrained model does not search on its own but a notebook needs a search trajectory.
     """
-    from types import SimpleNamespace
-
-    import pytrio as trio
-
-    from helpers.protocol import build_messages, build_prompt, stop_token_ids, template_family
+    from helpers.protocol import build_messages, build_prompt, template_family
     from helpers.reward import score
     from helpers.rollout import Trajectory, consume_assistant, finish_search, groups_of
 
@@ -130,12 +150,8 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
     trajectory = Trajectory(example=example, group_index=group_index,
                             messages=build_messages(example.question, None, template_family(tokenizer)))
     prompt = build_prompt(tokenizer, trajectory.messages)
-    end = stop_token_ids(tokenizer)[:1]
-    for text in [*(_call_text(q) for q in queries), f"Answer: {answer}"]:
-        completion = list(tokenizer.encode(text, add_special_tokens=False)) + end
-        scored = sampler.compute_logprobs(trio.ModelInput.from_ints(prompt + completion)).result()
-        logprobs = [float(x) for x in scored[len(prompt):]]
-        sequence = SimpleNamespace(tokens=completion, logprobs=logprobs, stop_reason="stop")
+    for text in [*(call_text(q) for q in queries), f"Answer: {answer}"]:
+        sequence = forced_sequence(sampler, tokenizer, prompt, text)
         pending = consume_assistant(trajectory, prompt, sequence, tokenizer, config)
         if pending is None:
             break
@@ -149,10 +165,11 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
 def search_trajectory(values: dict[str, Any] | None = None) -> tuple[Any, str]:
     """A trajectory with at least one search turn, and where it came from.
 
-    Prefers a sampled one from notebook 05's rollout (recomputed when missing); when the model
-    never searched there, falls back to a teacher-forced trajectory on the same question.
+    Prefers a sampled one from notebook 05's rollout (recomputed when missing), on the running
+    example when it searched there; when the model never searched, falls back to a teacher-forced
+    trajectory of the running example's two hops.
     """
-    from helpers.data import load_examples
+    from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
     from helpers.widgets.budgets import budgets
 
     values = values or budgets()
@@ -161,13 +178,13 @@ def search_trajectory(values: dict[str, Any] | None = None) -> tuple[Any, str]:
         return kept
     sampled = recall("rollout_05")
     if sampled is None:
-        sampled = list(run_rollout(load_examples("train", limit=values["questions"]), values))
+        sampled = list(run_rollout(rollout_examples(values["questions"]), values))
         remember("rollout_05", sampled)
     searched = [t for t in sampled if len(t.turns) >= 2 and t.searches]
+    searched.sort(key=lambda t: t.example.id != RUNNING_EXAMPLE.id)  # the running example first
     if searched:
         found = (searched[0], "sampled")
     else:
-        example = sampled[0].example
-        found = (forced_trajectory(example, [example.question], example.answers[0]), "teacher-forced")
+        found = (forced_trajectory(RUNNING_EXAMPLE, QUERIES, ANSWER), "teacher-forced")
     remember("search_trajectory", found)
     return found

@@ -2,8 +2,8 @@
 
 Every `check_*` prints "correct" or "not yet: <hint>" and returns True/False; it never raises
 on a wrong answer, so a learner can try again. The expected answers are stated here from the
-rules of the seed, independently of the code under `helpers`, so a solution cell that computes
-its answer with `helpers` also checks that code against the rules.
+rules of Happy-LLM §8.3 and Perplexity's post, independently of the code under `helpers`, so a
+solution cell that computes its answer with `helpers` also checks that code against the rules.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _call(query: str) -> str:
     return "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
 
 
-# Ten assistant turns and the action each must parse to, by the seed's rules: exactly one
+# Ten assistant turns and the action each must parse to, by the rules of Happy-LLM §8.3.4: exactly one
 # complete search call and nothing after it is a tool action; no call at all is an answer
 # (the reward decides later whether it is well-formed); anything else is invalid.
 PARSER_CASES: list[tuple[str, str]] = [
@@ -164,7 +164,7 @@ def check_reward_guesses(guess: Any) -> Verdict:
 # --------------------------------------------------------------------------- 04 search
 
 WIKIPEDIA_ENDPOINT = "https://en.wikipedia.org/w/api.php"
-# The MediaWiki Action API parameters of the seed's Wikipedia backend.
+# The MediaWiki Action API parameters of Happy-LLM §8.3.2's Wikipedia backend.
 WIKIPEDIA_PARAMS = {
     "action": "query", "format": "json", "formatversion": "2", "generator": "search",
     "gsrlimit": "3", "prop": "extracts|info", "explaintext": "1", "exintro": "1",

@@ -21,9 +21,15 @@ function visible(text) {
   return text.replace(/\n/g, "↵\n");
 }
 
+function fixed(value, digits) {
+  // A tiny negative number rounds to "-0.000": show it as zero.
+  const text = Number(value).toFixed(digits);
+  return Number(text) === 0 ? (0).toFixed(digits) : text;
+}
+
 function describe(row) {
-  const logprob = row.logprob === null ? "—" : Number(row.logprob).toFixed(3);
-  const advantage = (row.advantage > 0 ? "+" : "") + Number(row.advantage).toFixed(2);
+  const logprob = row.logprob === null ? "—" : fixed(row.logprob, 3);
+  const advantage = (row.advantage > 0 ? "+" : "") + fixed(row.advantage, 2);
   return `#${row.position} · id ${row.id} · text ${JSON.stringify(row.text)} · ${row.role} · ` +
     `old logprob ${logprob} · advantage ${advantage} · mask ${row.mask}`;
 }
@@ -32,9 +38,25 @@ function render({ model, el }) {
   const root = node("div", "srt-strip");
   root.dataset.testid = "token-strip";
   el.appendChild(root);
+  let rows = [];
+  let spans = [];
+  let info = null;
+
+  function showActive() {
+    // The info line falls back to the selected token whenever the pointer leaves a token.
+    const chosen = rows[model.get("active")];
+    info.textContent = chosen ? describe(chosen) : "hover or click a token";
+  }
+
+  function select() {
+    // A click changes only the highlight and the info line: the strip keeps its scroll position.
+    const active = model.get("active");
+    spans.forEach((span, position) => span.classList.toggle("srt-tok-active", position === active));
+    showActive();
+  }
 
   function draw() {
-    const rows = model.get("rows") || [];
+    rows = model.get("rows") || [];
     root.replaceChildren();
     const legend = node("div", "srt-legend");
     [["prompt", "rgba(150,150,150,0.25)"], ["observation (mask 0)", "rgba(42,127,143,0.22)"],
@@ -45,29 +67,34 @@ function render({ model, el }) {
       legend.appendChild(item);
     });
     root.appendChild(legend);
-    const info = node("div", "srt-strip-info", "hover or click a token");
+    info = node("div", "srt-strip-info");
     info.dataset.testid = "token-info";
     const strip = node("div", "srt-strip-tokens");
-    const active = model.get("active");
-    rows.forEach((row) => {
-      const span = node("span", `srt-tok srt-tok-${row.role}` + (row.position === active ? " srt-tok-active" : ""), visible(row.text));
+    strip.dataset.testid = "token-scroll";
+    spans = rows.map((row) => {
+      const span = node("span", `srt-tok srt-tok-${row.role}`, visible(row.text));
       span.dataset.testid = "token";
       span.style.background = colour(row);
       span.title = describe(row);
       span.addEventListener("mouseenter", () => { info.textContent = describe(row); });
-      span.addEventListener("click", () => { model.set("active", row.position); model.save_changes(); });
+      span.addEventListener("mouseleave", showActive);
+      span.addEventListener("click", () => {
+        model.set("active", row.position);
+        model.save_changes();
+        select();
+      });
       strip.appendChild(span);
+      return span;
     });
-    const chosen = rows.find((row) => row.position === active);
-    if (chosen) info.textContent = describe(chosen);
     root.appendChild(info);
     root.appendChild(strip);
+    select();
   }
 
   draw();
   model.on("change:rows", draw);
-  model.on("change:active", draw);
-  return () => { model.off("change:rows", draw); model.off("change:active", draw); };
+  model.on("change:active", select);
+  return () => { model.off("change:rows", draw); model.off("change:active", select); };
 }
 
 export default { render };

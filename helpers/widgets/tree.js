@@ -22,8 +22,10 @@ function colour(advantage) {
   return advantage > 0 ? `rgba(46,160,67,${alpha})` : `rgba(218,54,51,${alpha})`;
 }
 
-function turnChip(turn, number) {
-  const chip = node("span", `srt-turn srt-${turn.kind}`);
+function turnChip(turn, number, validFormat) {
+  // An answer turn of a trajectory whose format the reward rejected is not shown as a good answer.
+  const kind = turn.kind === "answer" && !validFormat ? "answer srt-answer-bad-format" : turn.kind;
+  const chip = node("span", `srt-turn srt-${kind}`);
   chip.dataset.testid = "tree-turn";
   if (turn.kind === "tool") {
     chip.appendChild(node("span", "srt-icon", "search:"));
@@ -37,16 +39,18 @@ function turnChip(turn, number) {
     chip.appendChild(node("span", "srt-icon", "✎"));
     chip.appendChild(node("span", null, shorten(turn.text, 40) || "(empty)"));
   }
-  chip.title = `turn ${number}: ${turn.kind} (${turn.tokens} tokens)`;
+  chip.title = `turn ${number}: ${turn.kind} (${turn.tokens} tokens)` +
+    (turn.kind === "answer" && !validFormat ? " · format invalid: no reward" : "");
   return chip;
 }
 
-function details(leaf) {
+function details(leaf, hasGold) {
   const box = node("div", "srt-details");
   box.dataset.testid = "tree-details";
   box.appendChild(node("div", "srt-details-title",
     `τ${leaf.index}: reward ${signed(leaf.reward)}, advantage ${signed(leaf.advantage)}, ` +
-    `format ${leaf.valid_format ? "valid" : "invalid"}, exact match ${leaf.exact_match ? "yes" : "no"}` +
+    `format ${leaf.valid_format ? "valid" : "invalid"}` +
+    (hasGold ? `, exact match ${leaf.exact_match ? "yes" : "no"}` : "") +
     (leaf.end_reason ? `, ended by ${leaf.end_reason}` : "")));
   leaf.turns.forEach((turn, position) => {
     const block = node("div", "srt-detail-turn");
@@ -81,7 +85,8 @@ function render({ model, el }) {
     head.dataset.testid = "tree-root";
     head.appendChild(node("span", "srt-root-label", "question"));
     head.appendChild(node("span", "srt-question", data.question));
-    head.appendChild(node("span", "srt-gold", "gold: " + (data.answers || []).join(" | ")));
+    const answers = data.answers || [];
+    head.appendChild(node("span", "srt-gold", answers.length ? "gold: " + answers.join(" | ") : "no reference answer"));
     root.appendChild(head);
 
     const branches = node("div", "srt-branches");
@@ -94,7 +99,7 @@ function render({ model, el }) {
       const turns = node("span", "srt-turns");
       leaf.turns.forEach((turn, position) => {
         if (position > 0) turns.appendChild(node("span", "srt-arrow", "→"));
-        turns.appendChild(turnChip(turn, position + 1));
+        turns.appendChild(turnChip(turn, position + 1, leaf.valid_format));
       });
       row.appendChild(turns);
       const score = node("span", "srt-score", `r ${signed(leaf.reward)} · A ${signed(leaf.advantage)}`);
@@ -110,7 +115,7 @@ function render({ model, el }) {
     root.appendChild(branches);
 
     const chosen = (data.leaves || []).find((leaf) => leaf.index === selected);
-    if (chosen) root.appendChild(details(chosen));
+    if (chosen) root.appendChild(details(chosen, answers.length > 0));
   }
 
   draw();

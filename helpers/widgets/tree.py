@@ -104,10 +104,10 @@ def tree_html(data: dict[str, Any], selected: int | None = None) -> str:
                     parts.append(f"<h6>observation{' (cut)' if turn['cut'] else ''}</h6><pre>{esc(turn['observation'])}</pre>")
             ended = f"<p>ended by: {esc(leaf['end_reason'])}</p>" if leaf["end_reason"] else ""
             details = f'<div class="srt-details">{ended}{"".join(parts)}</div>'
-    gold = ", ".join(tree["answers"])
+    gold = f'gold: {", ".join(tree["answers"])}' if tree["answers"] else "no reference answer"
     return (
         f'<div class="srt-tree"><div class="srt-root"><b>question</b> {esc(tree["question"])}'
-        f' <i>gold: {esc(gold)}</i></div>{"".join(rows)}{details}</div>'
+        f' <i>{esc(gold)}</i></div>{"".join(rows)}{details}</div>'
     )
 
 

@@ -1,0 +1,25 @@
+"""Write-it-yourself checkers: run a learner's version of a course function against the
+project's own cases (unit-test examples, property tests, worked numbers) and print what passes.
+
+    from helpers.checkers import check_parse_assistant
+    check_parse_assistant(my_parse_assistant)   # ✓/✗ per case, the first failure, then a verdict
+
+Each checker returns a Verdict (True when every case holds) and never raises on a wrong answer.
+"""
+
+from helpers.checkers.efficiency import check_tool_penalty
+from helpers.checkers.protocol import check_parse_assistant
+from helpers.checkers.reward import check_normalize_answer, check_score_answer
+from helpers.checkers.rollout import check_consume_assistant
+from helpers.checkers.train import check_assign_group_advantages, check_build_datum, check_weight_micro_batch
+
+__all__ = [
+    "check_assign_group_advantages",
+    "check_build_datum",
+    "check_consume_assistant",
+    "check_normalize_answer",
+    "check_parse_assistant",
+    "check_score_answer",
+    "check_tool_penalty",
+    "check_weight_micro_batch",
+]

@@ -1,0 +1,120 @@
+"""Questions a policy answers sometimes but not always: where a short GRPO run can learn.
+
+A group whose rewards are all equal gives no gradient (notebook 08). A run on a CPU has few
+steps, so it should spend them on questions where the starting policy's rate of right answers is
+neither 0 nor 1. That rate is measured, not guessed: `record_answer_rates` evaluates the starting
+policy several times per question (sampling at temperature 1, one seed per pass) on the *train*
+split, and `learnable_examples` keeps the questions whose rate lies inside a band.
+
+    python -m helpers.learnable record --samples 4 --limit 64     # once, where the policy runs fast
+    python -m helpers.learnable show                              # the questions a CPU run would use
+
+The run starts from the SFT adapter of the recorded GPU run (`SFT_START`); the selection is read
+from `ANSWER_RATES`. Both are paths under `results/`, so a learner's machine only reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from helpers.policies import adapter_dir, run_dir
+
+SFT_START = adapter_dir("sft")  # the SFT adapter a CPU GRPO run starts from (the recorded run's)
+ANSWER_RATES = run_dir() / "answer_rates" / "train.jsonl"  # sampled answers of that policy, train split
+BAND = (0.25, 0.75)  # answer rates that leave room to rise and to fall
+# The CPU run of notebook 09 (full profile, 2 cores): few questions, a group that can disagree, and a
+# wall-clock budget after which training stops cleanly with what it has.
+CPU_RUN = {"questions": 4, "group_size": 4, "steps": 12, "minutes": 15.0}
+
+
+def answer_rates(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int]]:
+    """Per question id: (share of rows with exact_match, number of rows)."""
+    hits: dict[str, list[bool]] = defaultdict(list)
+    for row in rows:
+        hits[str(row["id"])].append(bool(row.get("exact_match")))
+    return {qid: (sum(seen) / len(seen), len(seen)) for qid, seen in hits.items()}
+
+
+def learnable_ids(rates: dict[str, tuple[float, int]], band: tuple[float, float] = BAND, limit: int = 8,
+                  min_samples: int = 2) -> list[str]:
+    """Ids whose rate lies in `band` (inclusive), measured at least `min_samples` times; closest to
+    one half first (the largest reward variance in a group), then by id for a fixed order."""
+    low, high = band
+    if not 0.0 <= low <= high <= 1.0:
+        raise ValueError(f"band must satisfy 0 <= low <= high <= 1, got {band}")
+    kept = [(abs(rate - 0.5), qid) for qid, (rate, n) in rates.items() if n >= min_samples and low <= rate <= high]
+    return [qid for _, qid in sorted(kept)][:limit]
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no recorded answers at {path}: record them with `python -m helpers.learnable record`")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def learnable_examples(path: str | Path = ANSWER_RATES, split: str = "train", limit: int = 8,
+                       band: tuple[float, float] = BAND) -> list[Any]:
+    """The SearchExamples of the selected questions, in selection order."""
+    from helpers.data import load_examples
+
+    ids = learnable_ids(answer_rates(read_rows(path)), band, limit)
+    by_id = {example.id: example for example in load_examples(split)}
+    missing = [qid for qid in ids if qid not in by_id]
+    if missing:
+        raise ValueError(f"{len(missing)} recorded question ids are not in the {split} split (e.g. {missing[0]!r}); "
+                         "the recording was made on another data pack")
+    return [by_id[qid] for qid in ids]
+
+
+def record_answer_rates(model_path: str | Path = SFT_START, out: str | Path = ANSWER_RATES, samples: int = 4,
+                        limit: int = 64, split: str = "train", skip: int = 0, **overrides: Any) -> Path:
+    """Evaluate the policy `samples` times per question (temperature 1, seeds 0..samples-1) and
+    write every row to `out` (JSONL)."""
+    from helpers.data import load_examples
+    from helpers.eval import EvalConfig, evaluate
+
+    if samples < 2:
+        raise ValueError("an answer rate needs at least 2 samples per question")
+    examples = load_examples(split, limit=limit, skip=skip)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    for seed in range(samples):
+        config = EvalConfig(model_path=str(model_path), split=split, temperature=1.0, seed=seed,
+                            label=f"answer-rate-{seed}", **overrides)
+        rows += evaluate(config, examples=examples)
+    out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m helpers.learnable", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    record = commands.add_parser("record", help="sample the starting policy's answers on the train split")
+    record.add_argument("--model-path", default=str(SFT_START))
+    record.add_argument("--out", default=str(ANSWER_RATES))
+    record.add_argument("--samples", type=int, default=4)
+    record.add_argument("--limit", type=int, default=64)
+    record.add_argument("--skip", type=int, default=0)
+    show = commands.add_parser("show", help="the questions a CPU run would learn on")
+    show.add_argument("--path", default=str(ANSWER_RATES))
+    show.add_argument("--limit", type=int, default=8)
+    args = parser.parse_args(argv)
+    if args.command == "record":
+        path = record_answer_rates(args.model_path, args.out, args.samples, args.limit, skip=args.skip)
+        print(f"wrote {path}")
+        return
+    rates = answer_rates(read_rows(args.path))
+    for qid in learnable_ids(rates, limit=args.limit):
+        rate, n = rates[qid]
+        print(f"{qid}\t{rate:.2f} of {n}")
+
+
+if __name__ == "__main__":
+    main()

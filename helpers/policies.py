@@ -1,0 +1,172 @@
+"""The policies a learner can run: the base model, the recorded run's SFT and SFT + GRPO adapters,
+or a checkpoint of their own (notebook 09's).
+
+    from helpers.policies import load_policy
+    policy = load_policy("sft_grpo")          # or "base", "sft", or a checkpoint path
+    policy.sampler.sample(...)                # a SamplingClient; policy.tokenizer is its tokenizer
+
+A policy is a sampling client on the base model plus, except for `base`, a LoRA adapter. The
+adapter is loaded through the engine, which refuses weights trained under a tokenizer that splits
+the chat-template markers differently; every refusal reaches the caller as `PolicyNotAvailable`
+with a sentence saying what to pick instead.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from helpers import config
+
+# The recorded GPU run whose adapters the live widgets use (results/<run>/adapter, .../sft_adapter).
+RECORDED_RUN = "h200_balanced"
+# Recorded policies and the folder of the run that holds each one's adapter (None: no adapter).
+RECORDED_ADAPTERS = {"base": None, "sft": "sft_adapter", "sft_grpo": "adapter"}
+POLICY_LABELS = {"base": "base model", "sft": "SFT", "sft_grpo": "SFT + GRPO"}
+TRAINED_POLICY = "sft_grpo"
+
+
+class PolicyNotAvailable(ValueError):
+    """A policy that cannot be loaded here: missing adapter, another base model or tokenizer."""
+
+
+@dataclass
+class Policy:
+    name: str  # "base", "sft", "sft_grpo", or the checkpoint path it was loaded from
+    model: str
+    sampler: Any
+    tokenizer: Any
+    path: str | None  # the adapter directory or checkpoint path; None for the base model
+    load_seconds: float
+
+    @property
+    def label(self) -> str:
+        return POLICY_LABELS.get(self.name, f"checkpoint {self.name}")
+
+
+_LOADED: dict[tuple[str, str], Policy] = {}
+
+
+def run_dir(run: str | None = None) -> Path:
+    return config.RESULTS_DIR / (run or RECORDED_RUN)
+
+
+def adapter_dir(name: str, run: str | None = None) -> Path | None:
+    """Where the recorded run keeps `name`'s adapter (None for the base model)."""
+    if name not in RECORDED_ADAPTERS:
+        raise PolicyNotAvailable(f"unknown recorded policy {name!r}: pick one of {', '.join(RECORDED_ADAPTERS)}")
+    folder = RECORDED_ADAPTERS[name]
+    return None if folder is None else run_dir(run) / folder
+
+
+def _meta(directory: Path) -> dict[str, Any] | None:
+    path = directory / "meta.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def unavailable_reason(name: str, model: str | None = None, run: str | None = None) -> str | None:
+    """Why recorded policy `name` cannot run with `model` here, or None when it can."""
+    model = model or config.default_model()
+    directory = adapter_dir(name, run)
+    if directory is None:
+        return None
+    meta = _meta(directory)
+    relative = directory.relative_to(config.PROJECT_ROOT) if directory.is_relative_to(config.PROJECT_ROOT) else directory
+    if meta is None:
+        return (f"the recorded run {run or RECORDED_RUN} has no {POLICY_LABELS[name]} adapter committed "
+                f"({relative}/meta.json is missing); pick another policy, or the path of your own checkpoint")
+    trained_on = meta.get("base_model")
+    if trained_on != model:
+        return (f"the {POLICY_LABELS[name]} adapter in {relative} was trained on {trained_on!r}, but this profile's "
+                f"model is {model!r}; set COURSE_MODEL={trained_on} (and restart the kernel) to run it, "
+                "or pick the base model or your own checkpoint")
+    return None
+
+
+def learner_checkpoints() -> dict[str, str]:
+    """The checkpoints notebook 09 saved in this profile, by label (empty when it has not run)."""
+    from helpers.widgets.course import recall
+
+    trained = recall("training_09") or {}
+    found = {}
+    sft = trained.get("sft")
+    grpo = (trained.get("summary") or {}).get("sampler_path")
+    if grpo:
+        found["your SFT + GRPO (notebook 09)"] = str(grpo)
+    if sft:
+        found["your SFT (notebook 09)"] = str(sft)
+    return found
+
+
+def default_policy(model: str | None = None) -> str:
+    """The trained policy: the recorded SFT + GRPO adapter when it runs here, else notebook 09's
+    SFT + GRPO checkpoint, else the base model."""
+    if unavailable_reason(TRAINED_POLICY, model) is None:
+        return TRAINED_POLICY
+    mine = learner_checkpoints()
+    return mine.get("your SFT + GRPO (notebook 09)") or "base"
+
+
+def policy_options(model: str | None = None) -> list[tuple[str, str]]:
+    """(label, value) pairs for a policy picker: the recorded policies (each marked when it cannot
+    run here), then notebook 09's checkpoints. Values are what `load_policy` takes."""
+    options = []
+    for name in (TRAINED_POLICY, "sft", "base"):
+        reason = unavailable_reason(name, model)
+        suffix = "" if name == "base" else f" (recorded run {RECORDED_RUN})"
+        if reason is not None:
+            suffix += " — not available here"
+        options.append((POLICY_LABELS[name] + suffix, name))
+    options += list(learner_checkpoints().items())
+    return options
+
+
+def load_policy(policy: str | None = None, *, model: str | None = None, service: Any = None) -> Policy:
+    """A sampling client for `policy` ("base", "sft", "sft_grpo" or a checkpoint path), loaded once
+    per kernel and model. Raises PolicyNotAvailable with what to do instead when it cannot run."""
+    from pytrio import PyTrioError
+
+    model = model or config.default_model()
+    name = str(policy or default_policy(model))
+    key = (model, name)
+    if key in _LOADED:
+        return _LOADED[key]
+    started = time.perf_counter()
+    if name in RECORDED_ADAPTERS:
+        reason = unavailable_reason(name, model)
+        if reason is not None:
+            raise PolicyNotAvailable(reason)
+        directory = adapter_dir(name)
+        path = None if directory is None else str(directory)
+    else:
+        path = name
+        if "://" not in path:
+            if not Path(path).is_dir():
+                raise PolicyNotAvailable(
+                    f"unknown policy {name!r}: pick one of {', '.join(RECORDED_ADAPTERS)}, or give the directory "
+                    "of a checkpoint (adapter.safetensors + meta.json, as notebook 09 saves it)")
+            meta = _meta(Path(path))
+            if meta is None:
+                raise PolicyNotAvailable(f"{path} holds no checkpoint (meta.json is missing)")
+            if meta.get("base_model") != model:
+                raise PolicyNotAvailable(f"{path} was trained on {meta.get('base_model')!r}, but this profile's model "
+                                         f"is {model!r}; set COURSE_MODEL to match or pick another policy")
+    if service is None:
+        from helpers.widgets.course import engine
+
+        service = engine(model).service
+    try:
+        sampler = service.create_sampling_client(base_model=model, model_path=path)
+    except (PyTrioError, FileNotFoundError) as error:  # the engine's tokenizer and layout checks
+        raise PolicyNotAvailable(f"cannot load {POLICY_LABELS.get(name, name)}: {error}") from error
+    loaded = Policy(name, model, sampler, sampler.get_tokenizer(), path, time.perf_counter() - started)
+    _LOADED[key] = loaded
+    return loaded

@@ -1,0 +1,122 @@
+"""What changed between two runs of a live widget, branch by branch.
+
+A run is TrajectoryTree data (`helpers.widgets.tree_data`). Each branch is summed up as the
+numbers a budget can move — searches made, observation tokens kept, observations cut, how the
+branch ended, its answer, reward and advantage — and two runs are compared branch by branch
+(τ0 with τ0, …), so a learner who lowers a budget sees which branches it touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from helpers.widgets._html import esc, shorten
+
+# The per-branch fields, in the order the table shows them.
+SUMMARY_FIELDS = ("searches", "observation_tokens", "cut", "end_reason", "answer", "reward", "advantage")
+FIELD_LABELS = {"searches": "searches", "observation_tokens": "obs tokens kept", "cut": "obs cut",
+                "end_reason": "ended by", "answer": "answer", "reward": "reward", "advantage": "advantage"}
+
+
+def _answer_of(leaf: dict[str, Any]) -> str:
+    if leaf.get("answer") is not None:
+        return str(leaf["answer"])
+    turns = leaf.get("turns") or []
+    if turns and turns[-1].get("kind") == "answer" and (leaf.get("end_reason") in (None, "", "answer")):
+        from helpers.reward import extract_answer
+
+        return extract_answer(str(turns[-1].get("text") or "")) or ""
+    return ""
+
+
+def branch_summary(leaf: dict[str, Any]) -> dict[str, Any]:
+    """One branch (a tree leaf) as the numbers a budget moves."""
+    turns = leaf.get("turns") or []
+    tools = [t for t in turns if t.get("kind") == "tool"]
+    given = [t for t in tools if t.get("observation_tokens") is not None]
+    return {
+        "index": int(leaf.get("index", 0)),
+        "searches": len(given),
+        "observation_tokens": sum(int(t["observation_tokens"]) for t in given),
+        "cut": sum(bool(t.get("cut")) for t in tools),
+        "end_reason": str(leaf.get("end_reason") or ""),
+        "answer": _answer_of(leaf),
+        "reward": round(float(leaf.get("reward", 0.0)), 4),
+        "advantage": round(float(leaf.get("advantage", 0.0)), 4),
+    }
+
+
+def run_summary(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [branch_summary(leaf) for leaf in data.get("leaves") or []]
+
+
+def setting_changes(before: dict[str, Any] | None, after: dict[str, Any], keys: Sequence[str] | None = None
+                    ) -> dict[str, tuple[Any, Any]]:
+    """The settings that differ between two runs: name -> (before, after)."""
+    if before is None:
+        return {}
+    keys = keys if keys is not None else sorted(set(before) | set(after))
+    return {key: (before.get(key), after.get(key)) for key in keys if before.get(key) != after.get(key)}
+
+
+def compare_runs(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[str, Any]]:
+    """Branch-by-branch comparison: rows with `index`, `status` (same/changed/new/gone), `before`,
+    `after` (summaries or None) and `changed` (the fields that differ)."""
+    now = {row["index"]: row for row in run_summary(after)}
+    was = {row["index"]: row for row in run_summary(before)} if before is not None else {}
+    rows = []
+    for index in sorted(set(now) | set(was)):
+        old, new = was.get(index), now.get(index)
+        if old is None:
+            status, changed = ("new" if before is not None else "first"), []
+        elif new is None:
+            status, changed = "gone", []
+        else:
+            changed = [field for field in SUMMARY_FIELDS if old[field] != new[field]]
+            status = "changed" if changed else "same"
+        rows.append({"index": index, "status": status, "before": old, "after": new, "changed": changed})
+    return rows
+
+
+def _cell(field: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if field in ("reward", "advantage"):
+        return f"{float(value):+.2f}"
+    if field == "answer":
+        return esc(shorten(value, 40)) if value else "<i>none</i>"
+    return esc(value)
+
+
+def changes_html(rows: list[dict[str, Any]], settings: dict[str, tuple[Any, Any]] | None = None,
+                 row_prefix: str = "τ") -> str:
+    """The comparison as an HTML table (every string escaped); changed cells show before → after."""
+    if not rows:
+        return '<div class="srt-changes" data-testid="change-summary"><i>no branches</i></div>'
+    if settings:
+        moved = ", ".join(f"{esc(k)} {esc(a)} → {esc(b)}" for k, (a, b) in settings.items())
+        head = f'<p data-testid="change-settings">changed: {moved}</p>'
+    elif any(row["status"] == "first" for row in rows):
+        head = "<p>first run: move a slider to compare against it</p>"
+    else:
+        head = "<p>same settings as the previous run</p>"
+    header = "".join(f"<th>{esc(FIELD_LABELS[f])}</th>" for f in SUMMARY_FIELDS)
+    body = []
+    for row in rows:
+        new, old = row["after"], row["before"]
+        cells = []
+        for field in SUMMARY_FIELDS:
+            if new is None:
+                cells.append(f"<td>{_cell(field, old[field])}</td>")
+            elif field in row["changed"]:
+                cells.append(f'<td class="srt-changed" style="background:#fff3c4">{_cell(field, old[field])} → '
+                             f"{_cell(field, new[field])}</td>")
+            else:
+                cells.append(f"<td>{_cell(field, new[field])}</td>")
+        searches = "" if new is None else f' data-searches="{new["searches"]}"'
+        before = "" if old is None else f' data-searches-before="{old["searches"]}"'
+        body.append(f'<tr data-testid="change-row" data-index="{row["index"]}" data-status="{esc(row["status"])}"'
+                    f'{searches}{before}><td>{esc(row_prefix)}{row["index"]} <small>{esc(row["status"])}</small></td>'
+                    f'{"".join(cells)}</tr>')
+    return (f'<div class="srt-changes" data-testid="change-summary">{head}<table><tr><th>branch</th>{header}</tr>'
+            f'{"".join(body)}</table></div>')

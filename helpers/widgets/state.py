@@ -1,0 +1,32 @@
+"""What a Trajectory holds after each call of the rollout state machine (notebook 05, by hand)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _short(text: str, chars: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def trajectory_state(trajectory: Any, after: str) -> dict[str, Any]:
+    """One row: the call just made and the trajectory's turns, messages, next prompt and flags."""
+    last = trajectory.messages[-1] if trajectory.messages else {}
+    return {
+        "after": after,
+        "turns": " → ".join(turn.kind or "?" for turn in trajectory.turns) or "–",
+        "messages": " ".join(message["role"][0].upper() for message in trajectory.messages),
+        "last message": f"{last.get('role', '')}: {_short(last.get('content', ''))}" if last else "",
+        "next prompt tokens": len(trajectory.next_prompt_tokens) if trajectory.next_prompt_tokens is not None else None,
+        "search calls": trajectory.search_calls,
+        "done": trajectory.done,
+        "end reason": trajectory.end_reason or "–",
+    }
+
+
+def state_table(rows: list[dict[str, Any]]):
+    """The rows so far as a table (messages: S system, U user, A assistant, T tool)."""
+    import pandas as pd
+
+    return pd.DataFrame(rows).set_index("after")

@@ -1,0 +1,141 @@
+"""Notebook 05's playground on the trained policy, in Chromium: the real Qwen2.5-0.5B with the
+recorded run's committed SFT + GRPO adapter.
+
+The fast profile keeps the budgets small (one question, a group of 2) and COURSE_MODEL selects
+the 0.5B, so the adapter runs. The test picks the trained policy, lowers max_search_calls to 0,
+and checks that the tree's searches change (the searches are refused) and the change table says
+so. Three small rollouts in all: the notebook's own, the playground's first, the slider change.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.policies import POLICY_LABELS, TRAINED_POLICY, unavailable_reason
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, ROOT, RUN_TIMEOUT_MS, _free_port, _wait_until_serving
+
+MODEL = "qwen2.5-0.5b"
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def lab_on_the_trained_policy(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's browser with `apt-get install -y chromium`")
+    reason = unavailable_reason(TRAINED_POLICY, MODEL)
+    if reason is not None:
+        pytest.fail(reason)
+    home = tmp_path_factory.mktemp("lab-live")
+    notebooks = home / "notebooks"
+    notebooks.mkdir()
+    shutil.copy(NOTEBOOK, notebooks / NOTEBOOK.name)
+    port = _free_port()
+    env = dict(os.environ, COURSE_PROFILE="fast", COURSE_MODEL=MODEL, TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+    log = (home / "lab.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+         f"--ServerApp.root_dir={notebooks}", "--IdentityProvider.token=", "--ServerApp.password=",
+         "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=None",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        cwd=notebooks, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    if not _wait_until_serving(f"{url}/api/status", 120, process=process):
+        process.terminate()
+        pytest.fail(f"JupyterLab did not start: {(home / 'lab.log').read_text()[-2000:]}")
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+def _searches_in_tree(tree) -> int:
+    """Search chips whose observation reached the model (a refused or unfitted call shows 'no obs')."""
+    sizes = tree.locator("[data-testid=tree-turn].srt-tool .srt-obs").all_inner_texts()
+    return sum(1 for size in sizes if "no obs" not in size)
+
+
+def test_the_playground_runs_the_trained_policy_and_a_search_budget_changes_its_tree(lab_on_the_trained_policy):
+    from playwright.sync_api import expect, sync_playwright
+
+    dialogs: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        try:
+            page.goto(f"{lab_on_the_trained_policy}/lab/tree/{NOTEBOOK.name}", timeout=120_000)
+            page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
+            expect(page.get_by_text("| Idle").first).to_be_visible(timeout=180_000)
+            started = page.locator(".jp-InputPrompt", has_text="*")
+            for _ in range(3):
+                page.get_by_role("menuitem", name="Run", exact=True).click()
+                page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+                try:
+                    expect(started.first).to_be_visible(timeout=30_000)
+                    break
+                except AssertionError:
+                    page.keyboard.press("Escape")
+            else:
+                pytest.fail("Run > Run All Cells did not start the notebook")
+
+            playground = page.locator(".srt-playground")
+            status = playground.locator(".srt-playground-status")
+            expect(status).to_contain_text("run 1:", timeout=RUN_TIMEOUT_MS)
+
+            # the trained policy is the default; picking it again must keep it (and not re-run)
+            picker = playground.locator(".srt-picker-policy select")
+            trained = picker.locator("option", has_text=POLICY_LABELS[TRAINED_POLICY]).first.inner_text()
+            expect(picker.locator("option:checked")).to_have_text(trained)
+            picker.select_option(label=trained)  # ipywidgets' <select> values are the option labels
+            expect(picker.locator("option:checked")).to_have_text(trained)
+            tree = playground.locator("[data-testid=tree-widget]")
+            before = _searches_in_tree(tree)
+            assert before >= 1, "the trained policy should search at max_search_calls = 1"
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser_05_trained_policy.png"))
+
+            # max_search_calls 1 -> 0: every search is refused and the branches end on their call
+            slider = playground.locator(".srt-slider-max_search_calls")
+            readout = slider.locator(".widget-readout")
+            assert readout.inner_text().strip() == "1"
+            handle = slider.locator(".noUi-handle")
+            handle.focus()
+            handle.press("ArrowLeft")
+            try:
+                expect(readout).to_have_text("0", timeout=5_000)
+            except AssertionError:  # keyboard not honoured by this slider build: type into the readout
+                readout.click()
+                page.keyboard.press("Control+A")
+                page.keyboard.type("0")
+                page.keyboard.press("Enter")
+                expect(readout).to_have_text("0", timeout=5_000)
+            expect(status).to_contain_text("run 2:", timeout=RUN_TIMEOUT_MS)
+            changes = playground.locator("[data-testid=change-summary]")
+            expect(changes).to_contain_text("max_search_calls 1 → 0")
+            after = _searches_in_tree(tree)
+            assert after == 0 and after != before
+            rows = changes.locator("[data-testid=change-row]")
+            assert rows.count() >= 1
+            for index in range(rows.count()):
+                assert rows.nth(index).get_attribute("data-searches") == "0"
+            expect(changes).to_contain_text("search_budget")
+            page.wait_for_timeout(300)
+            assert dialogs == []
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser_05_search_budget.png"), full_page=False)
+            browser.close()

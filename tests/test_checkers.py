@@ -1,0 +1,158 @@
+"""The write-it-yourself checkers: the course's own functions pass them, the notebooks' stubs
+and near-miss versions fail them, and a failure names its input, the expected and the got."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from helpers import checkers
+from helpers.efficiency import tool_penalties
+from helpers.protocol import parse_assistant
+from helpers.reward import normalize_answer, score_answer
+from helpers.rollout import assign_group_advantages, consume_assistant
+from helpers.train import build_datum, weight_micro_batch_for_global_mean
+
+jupytext = pytest.importorskip("jupytext")
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+REFERENCES = [
+    (checkers.check_parse_assistant, parse_assistant),
+    (checkers.check_normalize_answer, normalize_answer),
+    (checkers.check_score_answer, score_answer),
+    (checkers.check_consume_assistant, consume_assistant),
+    (checkers.check_build_datum, build_datum),
+    (checkers.check_assign_group_advantages, assign_group_advantages),
+    (checkers.check_weight_micro_batch, weight_micro_batch_for_global_mean),
+    (checkers.check_tool_penalty, tool_penalties),
+]
+# The exercise each notebook holds: the function the learner writes there.
+EXERCISES = {
+    "02": {"parse_assistant"},
+    "03": {"normalize_answer", "score_answer"},
+    "05": {"consume_assistant"},
+    "07": {"build_datum"},
+    "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean"},
+    "11": {"tool_penalties"},
+}
+
+
+def _run(check, fn) -> tuple[bool, list[str]]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        verdict = check(fn)
+    return bool(verdict), out.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("check, reference", REFERENCES, ids=lambda x: getattr(x, "__name__", ""))
+def test_the_course_functions_pass_their_checkers(check, reference):
+    ok, lines = _run(check, reference)
+    assert ok, "\n".join(lines)
+    assert lines[-1] == "correct" and not any(line.lstrip().startswith("✗") for line in lines)
+
+
+def _exercise_cells(number: str):
+    path = next(NOTEBOOKS.glob(f"{number}_*.py"))
+    notebook = jupytext.read(path)
+    return [cell for cell in notebook.cells if "exercise" in cell.metadata.get("tags", [])]
+
+
+@pytest.mark.parametrize("number", sorted(EXERCISES))
+def test_every_stub_in_the_notebooks_fails_its_checker(number):
+    cells = _exercise_cells(number)
+    assert cells, f"notebook {number} has no cell tagged 'exercise'"
+    defined: set[str] = set()
+    for cell in cells:
+        namespace: dict = {}
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(cell.source, f"notebook {number} exercise", "exec"), namespace)
+        lines = out.getvalue().splitlines()
+        assert any(line.startswith("not yet") for line in lines), f"notebook {number}: the stub passed:\n{out.getvalue()}"
+        assert "correct" not in lines
+        stubs = {name for name, value in namespace.items()
+                 if getattr(getattr(value, "__code__", None), "co_filename", "") == f"notebook {number} exercise"}
+        for name in stubs:
+            assert namespace[name].__doc__, f"notebook {number}: the stub {name} has no docstring"
+        defined |= stubs
+    assert EXERCISES[number] <= defined, f"notebook {number} defines {sorted(defined)}, expected {sorted(EXERCISES[number])}"
+
+
+def _near_misses():
+    def answer_everything(text):
+        return parse_assistant("Answer: " + text if "<tool_call>" in text else text)
+
+    def unstripped_normalise(text):
+        return normalize_answer(text) + " "
+
+    def articles_kept(text, references):
+        import re
+
+        kept = lambda s: " ".join(re.sub(r"[^\w\s]", "", s.lower()).split())  # noqa: E731
+        result = score_answer(text, references)
+        return result if not result.valid_format else type(result)(
+            float(any(kept(result.answer) == kept(r) for r in references)), True,
+            any(kept(result.answer) == kept(r) for r in references), result.answer)
+
+    def budget_ignored(trajectory, prompt_tokens, sequence, tokenizer, config):
+        import dataclasses
+
+        return consume_assistant(trajectory, prompt_tokens, sequence, tokenizer,
+                                 dataclasses.replace(config, max_search_calls=99, max_assistant_turns=99))
+
+    def unshifted(trajectory):
+        item = build_datum(trajectory)
+        inputs = item.datum.loss_fn_inputs
+        import numpy as np
+        import pytrio
+
+        advantages = np.roll(inputs["advantages"].to_numpy(), 1)
+        return type(item)(pytrio.Datum(model_input=item.datum.model_input, loss_fn_inputs={
+            "target_tokens": inputs["target_tokens"].to_numpy(), "logprobs": inputs["logprobs"].to_numpy(),
+            "advantages": advantages}), item.length)
+
+    def one_batch_mean(trajectories):
+        mean = sum(t.reward for t in trajectories) / len(trajectories)
+        for t in trajectories:
+            t.advantage = t.reward - mean
+        return 0
+
+    def one_over_n(micro_batch, total_samples):  # right for an engine that sums over datums, wrong here
+        return weight_micro_batch_for_global_mean(micro_batch, len(micro_batch) * total_samples)
+
+    def flat_price(calls, winners, baseline, alpha_win=1.0, alpha_lose=0.5, beta_lose=0.1):
+        return [0.1 * c for c in calls]
+
+    return [
+        (checkers.check_parse_assistant, answer_everything),
+        (checkers.check_normalize_answer, unstripped_normalise),
+        (checkers.check_score_answer, articles_kept),
+        (checkers.check_consume_assistant, budget_ignored),
+        (checkers.check_build_datum, unshifted),
+        (checkers.check_assign_group_advantages, one_batch_mean),
+        (checkers.check_weight_micro_batch, one_over_n),
+        (checkers.check_tool_penalty, flat_price),
+    ]
+
+
+@pytest.mark.parametrize("check, wrong", _near_misses(), ids=lambda x: getattr(x, "__name__", ""))
+def test_a_near_miss_fails_and_the_first_failure_is_shown(check, wrong):
+    ok, lines = _run(check, wrong)
+    assert not ok
+    assert lines[-1].startswith("not yet: ")
+    assert any(line.lstrip().startswith("✗") for line in lines)
+    failure = next(i for i, line in enumerate(lines) if line.startswith("first failure"))
+    assert [lines[failure + k].split(":")[0].strip() for k in (1, 2, 3)] == ["input", "expected", "got"]
+
+
+def test_a_function_that_raises_is_reported_not_propagated():
+    def broken(text):
+        raise KeyError("oops")
+
+    ok, lines = _run(checkers.check_parse_assistant, broken)
+    assert not ok and any("raised KeyError" in line for line in lines)
+    ok, lines = _run(checkers.check_parse_assistant, None)
+    assert not ok and lines == ["not yet: pass your function itself to the checker (got NoneType)"]

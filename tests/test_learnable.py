@@ -1,0 +1,46 @@
+"""Choosing the questions a short GRPO run can learn on, from recorded sampled answers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.learnable import answer_rates, learnable_examples, learnable_ids, read_rows
+
+
+def rows(pattern: dict[str, list[bool]]) -> list[dict]:
+    return [{"id": qid, "exact_match": hit} for qid, hits in pattern.items() for hit in hits]
+
+
+def test_rates_count_every_sample_of_a_question():
+    rates = answer_rates(rows({"a": [True, False, False, True], "b": [False, False], "c": [True]}))
+    assert rates == {"a": (0.5, 4), "b": (0.0, 2), "c": (1.0, 1)}
+
+
+def test_only_questions_answered_sometimes_are_kept_closest_to_a_half_first():
+    rates = answer_rates(rows({
+        "never": [False] * 4, "always": [True] * 4, "half": [True, False, True, False],
+        "quarter": [True, False, False, False], "three": [True, True, True, False], "once": [True],
+    }))
+    assert learnable_ids(rates) == ["half", "quarter", "three"]
+    assert learnable_ids(rates, limit=1) == ["half"]
+    assert learnable_ids(rates, band=(0.5, 1.0), min_samples=1) == ["half", "three", "always", "once"]
+    with pytest.raises(ValueError, match="band"):
+        learnable_ids(rates, band=(0.8, 0.2))
+
+
+def test_the_selection_reads_a_recording_and_refuses_ids_of_another_data_pack(tmp_path):
+    from helpers.data import load_examples
+
+    train = load_examples("train", limit=3)
+    path = tmp_path / "rates.jsonl"
+    recorded = rows({train[0].id: [True, False], train[1].id: [True, True], train[2].id: [False, True]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in recorded))
+    assert [e.id for e in learnable_examples(path)] == sorted([train[0].id, train[2].id])
+    path.write_text(json.dumps({"id": "not-a-question", "exact_match": True}) + "\n"
+                    + json.dumps({"id": "not-a-question", "exact_match": False}) + "\n")
+    with pytest.raises(ValueError, match="not in the train split"):
+        learnable_examples(path)
+    with pytest.raises(FileNotFoundError, match="python -m helpers.learnable record"):
+        read_rows(tmp_path / "missing.jsonl")

@@ -1,0 +1,301 @@
+"""The live widgets without a model: policy picker, every slider, question picker, the change
+summary, latest-wins runs, and the questions picked from the recorded evaluation."""
+
+from __future__ import annotations
+
+import json
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from helpers import config
+from helpers.data import SearchExample
+from helpers.widgets.budgets import SLIDERS, budgets
+from helpers.widgets.changes import branch_summary, changes_html, compare_runs
+from helpers.widgets.live import WatchedSampler, budget_questions, budget_run_fn, live_run_fn
+from helpers.widgets.playground import RolloutPlayground, Superseded
+
+EVIL = "<img src=x onerror=alert(1)>"
+
+
+def tool(query, tokens, cut=False, fitted=True):
+    return {"kind": "tool", "text": f"<tool_call>{query}</tool_call>", "query": query, "tokens": 10,
+            "observation": "evidence" if fitted else None, "observation_tokens": tokens if fitted else None, "cut": cut}
+
+
+def answer(text):
+    return {"kind": "answer", "text": text, "tokens": 4}
+
+
+def branch(index, turns, reward, advantage, end_reason="answer"):
+    return {"index": index, "reward": reward, "advantage": advantage, "end_reason": end_reason, "turns": turns}
+
+
+def tree(*leaves):
+    return {"question": "Where was the author of The Little Prince born?", "answers": ["Lyon"], "leaves": list(leaves)}
+
+
+def searches_run(values):
+    """A stand-in for the rollout: each branch searches as often as max_search_calls allows."""
+    calls = int(values["max_search_calls"])
+    leaves = []
+    for index in range(int(values["group_size"])):
+        turns = [tool(f"q{n}", int(values["max_tool_response_tokens"]) // 2) for n in range(calls)]
+        leaves.append(branch(index, [*turns, answer("Answer: Lyon" if calls else "Answer: Paris")],
+                             1.0 if calls else 0.0, 0.0))
+    return tree(*leaves)
+
+
+def test_branch_summary_counts_searches_kept_tokens_and_cuts():
+    leaf = branch(0, [tool("a", 100), tool("b", 40, cut=True), tool("c", 0, cut=True, fitted=False)], -0.1, -0.4,
+                  end_reason="observation_budget")
+    summary = branch_summary(leaf)
+    assert summary["searches"] == 2 and summary["observation_tokens"] == 140 and summary["cut"] == 2
+    assert summary["end_reason"] == "observation_budget" and summary["answer"] == ""
+    assert branch_summary(branch(1, [answer("Answer: Lyon")], 1.0, 0.5))["answer"] == "Lyon"
+    assert branch_summary({**branch(1, [answer("x")], 1.0, 0.5), "answer": "given"})["answer"] == "given"
+
+
+def test_change_summary_shows_per_branch_what_a_lower_search_budget_changed():
+    before = tree(branch(0, [tool("first", 120), tool("second", 90), answer("Answer: Lyon")], 1.0, 0.55),
+                  branch(1, [tool("first", 120), answer("Answer: Paris")], 0.0, -0.55))
+    after = tree(branch(0, [tool("first", 120), {"kind": "tool", "text": "<tool_call>", "query": "second"}],
+                        -0.1, 0.0, end_reason="search_budget"),
+                 branch(1, [tool("first", 120), answer("Answer: Paris")], 0.0, 0.0))
+    rows = compare_runs(before, after)
+    assert [row["status"] for row in rows] == ["changed", "changed"]
+    assert set(rows[0]["changed"]) == {"searches", "observation_tokens", "end_reason", "answer", "reward", "advantage"}
+    assert rows[0]["before"]["searches"] == 2 and rows[0]["after"]["searches"] == 1
+    assert rows[1]["changed"] == ["advantage"]
+    html = changes_html(rows, {"max_search_calls": (2, 1)})
+    assert "max_search_calls 2 → 1" in html and "answer → search_budget" in html
+    assert 'data-searches="1" data-searches-before="2"' in html
+    assert "Lyon → <i>none</i>" in html
+
+
+def test_change_summary_marks_new_and_gone_branches_and_escapes_everything():
+    before = tree(branch(0, [answer("Answer: " + EVIL)], 0.0, 0.0), branch(1, [answer("Answer: b")], 0.0, 0.0))
+    after = tree(branch(0, [answer("Answer: " + EVIL)], 0.0, 0.0))
+    rows = compare_runs(before, after)
+    assert [(row["index"], row["status"]) for row in rows] == [(0, "same"), (1, "gone")]
+    html = changes_html(rows, {"question": (EVIL, "plain")})
+    assert "<img" not in html and "&lt;img" in html
+    grown = compare_runs(after, before)
+    assert [row["status"] for row in grown] == ["same", "new"]
+    first = changes_html(compare_runs(None, after))
+    assert "first run" in first and 'data-status="first"' in first
+
+
+def test_policy_picker_defaults_to_the_trained_policy_and_feeds_the_run():
+    seen = []
+
+    def run(values):
+        seen.append(values["policy"])
+        return searches_run(values)
+
+    options = [("SFT + GRPO", "sft_grpo"), ("SFT", "sft"), ("base model", "base")]
+    playground = RolloutPlayground(run, values=budgets("fast"), policies=options, policy="sft_grpo", background=False)
+    assert playground.pickers["policy"].value == "sft_grpo" and seen == ["sft_grpo"]
+    playground.pickers["policy"].value = "base"
+    assert seen == ["sft_grpo", "base"]
+    assert "policy sft_grpo → base" in playground.changes.value
+    with pytest.raises(Exception):
+        playground.pickers["policy"].value = "not offered"
+
+
+def test_a_policy_that_cannot_load_is_reported_in_the_widget_not_raised():
+    from helpers.policies import PolicyNotAvailable
+
+    def run(values):
+        if values["policy"] == "sft":
+            raise PolicyNotAvailable("no SFT adapter committed " + EVIL)
+        return searches_run(values)
+
+    playground = RolloutPlayground(run, values=budgets("fast"), policies=[("a", "sft_grpo"), ("b", "sft")],
+                                   background=False)
+    playground.pickers["policy"].value = "sft"
+    assert "no SFT adapter committed" in playground.status.value and "<img" not in playground.status.value
+    assert playground.runs == 1 and playground.last_values["policy"] == "sft_grpo"
+
+
+def _other_value(slider):
+    return slider.max if slider.value != slider.max else slider.min
+
+
+@pytest.mark.parametrize("name", list(SLIDERS))
+def test_every_slider_reruns_with_its_new_value_and_says_what_changed(name):
+    seen = []
+
+    def run(values):
+        seen.append(dict(values))
+        return searches_run(values)
+
+    playground = RolloutPlayground(run, values=budgets("fast"), background=False)
+    slider = playground.sliders[name]
+    old, new = slider.value, _other_value(slider)
+    slider.value = new
+    assert len(seen) == 2 and seen[-1][name] == new and seen[0][name] == old
+    assert f"{name} {old} → {new}" in playground.changes.value
+
+
+def test_the_sliders_cover_every_limit_of_the_seed_plus_group_temperature_and_top_k():
+    playground = RolloutPlayground(searches_run, values=budgets("full"), run_now=False)
+    assert set(playground.sliders) == {"max_search_calls", "max_assistant_turns", "max_assistant_tokens",
+                                       "max_tool_response_tokens", "max_trajectory_tokens", "group_size",
+                                       "temperature", "search_topk"}
+    for name, slider in playground.sliders.items():
+        assert slider.min <= budgets("full")[name] <= slider.max, name
+
+
+def test_lowering_max_search_calls_shows_fewer_searches_per_branch():
+    values = {**budgets("fast"), "max_search_calls": 2}
+    playground = RolloutPlayground(searches_run, values=values, background=False)
+    playground.sliders["max_search_calls"].value = 1
+    assert playground.changes.value.count('data-searches="1" data-searches-before="2"') == values["group_size"]
+
+
+def test_question_picker_offers_recorded_questions_first_and_accepts_free_text():
+    seen = []
+
+    def run(values):
+        seen.append(values["question"])
+        return searches_run(values)
+
+    offered = [SimpleNamespace(example=SearchExample("q1", "Who wrote " + EVIL + "?", ["Saint-Exupéry"], "nq"),
+                               why="evidence cut " + EVIL),
+               SimpleNamespace(example=SearchExample("q2", "Where is Lyon?", ["France"], "nq"), why="searched twice")]
+    playground = RolloutPlayground(run, values=budgets("fast"), questions=offered, background=False)
+    box = playground.pickers["question"]
+    assert list(box.options) == ["Who wrote " + EVIL + "?", "Where is Lyon?"]
+    assert seen[-1].id == "q1" and seen[-1].answers == ["Saint-Exupéry"]
+    assert "<img" not in playground.why.value and "evidence cut &lt;img" in playground.why.value
+    box.value = "Where is Lyon?"
+    assert seen[-1].id == "q2" and "searched twice" in playground.why.value
+    box.value = "  Who painted   the Mona Lisa? "
+    typed = seen[-1]
+    assert typed.question == "Who painted the Mona Lisa?" and typed.answers == []
+    assert "no reference answer" in playground.why.value
+
+
+def test_the_latest_change_wins_and_changes_made_meanwhile_do_not_queue():
+    release, started = threading.Event(), threading.Event()
+    calls = []
+
+    def run(values, control):
+        calls.append(values["group_size"])
+        control.progress("sampling request 1")
+        if len(calls) == 2:  # the first background run: hold it until newer changes arrive
+            started.set()
+            assert release.wait(10)
+        control.check()
+        return searches_run(values)
+
+    playground = RolloutPlayground(run, values=budgets("fast"))  # the first run is synchronous
+    assert calls == [budgets("fast")["group_size"]]
+    slider = playground.sliders["group_size"]
+    slider.value = 3
+    assert started.wait(10)
+    assert "running" in playground.status.value
+    slider.value = 4
+    slider.value = 5
+    slider.value = 6
+    assert "newer settings" in playground.status.value
+    release.set()
+    assert playground.wait(10)
+    assert calls == [2, 3, 6]  # 4 and 5 never ran
+    assert len(playground.tree.data["leaves"]) == 6 and playground.runs == 2  # run 3 was overtaken: not drawn
+    assert "group_size 2 → 6" in playground.changes.value
+
+
+def test_watched_sampler_reports_requests_and_stops_an_overtaken_run():
+    class Control:
+        superseded = False
+        messages: list[str] = []
+
+        def check(self):
+            if self.superseded:
+                raise Superseded("newer")
+
+        def progress(self, text):
+            self.messages.append(text)
+
+    inner = SimpleNamespace(sample=lambda **kw: "sampled", get_tokenizer=lambda: "tok")
+    control = Control()
+    sampler = WatchedSampler(inner, control)
+    assert sampler.sample(prompt=None) == "sampled" and sampler.get_tokenizer() == "tok"
+    assert control.messages == ["sampling request 1"]
+    control.superseded = True
+    with pytest.raises(Superseded):
+        sampler.sample(prompt=None)
+
+
+def test_live_run_fn_loads_the_picked_policy_and_uses_the_top_k_slider(monkeypatch):
+    import helpers.widgets.live as live
+
+    loaded, used = [], {}
+
+    def fake_rollout(sampler, tokenizer, search, examples, config, progress):
+        used.update(topk=search.topk, question=examples[0].question, group=config.group_size,
+                    searches=config.max_search_calls)
+        return []
+
+    monkeypatch.setattr("helpers.rollout.rollout_batch", fake_rollout)
+    monkeypatch.setattr(live, "tree_data", lambda batch, tok: {"question": "", "answers": [], "leaves": []})
+    monkeypatch.setattr(live, "search_client_for", lambda topk, backend="local": SimpleNamespace(topk=topk))
+    run = live_run_fn(load=lambda name: loaded.append(name) or SimpleNamespace(sampler=None, tokenizer=None))
+    run({**budgets("fast"), "policy": "sft_grpo", "question": "who?", "search_topk": 5, "group_size": 3})
+    assert loaded == ["sft_grpo"] and used == {"topk": 5, "question": "who?", "group": 3,
+                                                "searches": budgets("fast")["max_search_calls"]}
+    with pytest.raises(ValueError, match="type a question"):
+        run({**budgets("fast"), "policy": "base", "question": "   "})
+
+
+def test_budget_run_fn_states_and_enforces_b_on_every_question(monkeypatch):
+    seen = {}
+
+    def fake_rollout(sampler, tokenizer, search, examples, config, progress):
+        seen.update(budget=config.search_budget, calls=config.max_search_calls, group=config.group_size,
+                    questions=len(examples))
+        return [SimpleNamespace(question_index=i, exact_match=i == 0, answer="a", group_index=0) for i in range(len(examples))]
+
+    monkeypatch.setattr("helpers.rollout.rollout_batch", fake_rollout)
+    monkeypatch.setattr("helpers.widgets.live.tree_data",
+                        lambda group, tok: {"leaves": [branch(0, [answer("Answer: a")], 1.0, 0.0)]})
+    monkeypatch.setattr("helpers.widgets.live.search_client_for", lambda topk, backend="local": None)
+    run = budget_run_fn(["q one", "q two"], load=lambda name: SimpleNamespace(sampler=None, tokenizer=None))
+    data = run({**budgets("fast"), "policy": "sft_grpo", "budget": 2})
+    assert seen == {"budget": 2, "calls": 2, "group": 1, "questions": 2}
+    assert [leaf["index"] for leaf in data["leaves"]] == [0, 1] and data["accuracy"] == 0.5
+    assert "budget b = 2: 1 answered right" in data["question"]
+
+
+def _write_eval(folder, name, rows):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _row(qid, calls, cut=0, right=False, source="hotpotqa"):
+    return {"id": qid, "question": f"question {qid}", "answers": [f"gold {qid}"], "data_source": source,
+            "mode": "agent", "search_calls": calls, "truncated_observations": cut, "exact_match": right}
+
+
+def test_budget_questions_take_each_kind_in_turn(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    folder = tmp_path / "run" / "eval"
+    _write_eval(folder, "sft", [_row("a", 1), _row("b", 2), _row("c", 2), _row("d", 1), _row("e", 1)])
+    _write_eval(folder, "sft_grpo", [_row("a", 1, right=True), _row("b", 1), _row("c", 1), _row("d", 1, cut=1),
+                                     _row("e", 0)])
+    picked = budget_questions(run="run")
+    assert [q.example.id for q in picked] == ["a", "b", "d", "c"]
+    assert "answered right after one search" in picked[0].why and "searched 2 times" in picked[1].why
+    assert "cut" in picked[2].why and picked[0].example.answers == ["gold a"]
+    assert [q.example.id for q in budget_questions(limit=2, run="run")] == ["a", "b"]
+    assert budget_questions(run="missing") == []
+
+
+def test_budget_questions_come_from_the_recorded_run():
+    picked = budget_questions()
+    assert len(picked) == 8 and all(q.example.answers for q in picked)
+    kinds = {q.why.split(":")[0] for q in picked[:3]}
+    assert len(kinds) == 3
