@@ -11,7 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from helpers.reward import normalize_answer
 from helpers.runs import read_jsonl
+from helpers.search import format_results
+from helpers.sft import find_answer_in
 
 ALL = "all"
 
@@ -112,7 +115,6 @@ YES_NO = frozenset({"yes", "no"})
 
 def is_yes_no(answers: Sequence[str]) -> bool:
     """A comparison question ("Are A and B both ...?"): its answer never appears in evidence as such."""
-    from helpers.reward import normalize_answer
 
     return bool(answers) and all(normalize_answer(a) in YES_NO for a in answers)
 
@@ -126,8 +128,6 @@ def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[st
     evidence, so the string test cannot say whether one search was enough. This is the test of
     "a second search where one is not enough".
     """
-    from helpers.search import format_results
-    from helpers.sft import find_answer_in
 
     out = []
     for row in rows:

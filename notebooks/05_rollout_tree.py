@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -28,9 +30,8 @@
 
 # %%
 from helpers.data import load_examples
-from helpers.rollout import RolloutConfig, rollout_batch
+from helpers.rollout import RolloutConfig, groups_of, rollout_batch
 from helpers.widgets import TrajectoryTree, budgets, tree_data
-from helpers.widgets.adapters import groups_of
 from helpers.widgets.course import engine, remember, rollout_config, search_client
 
 values = budgets()
@@ -51,6 +52,11 @@ config
 #
 # Within a turn, all sampling requests are sent at once (the engine decodes them together) and all
 # searches run in a thread pool; results are matched back to their branches in order.
+#
+# `rollout_batch` is three stages in one call: `rollout_groups` (one `Group` of finished, unscored
+# trajectories per question), `score(groups, reward_fn)` (exact match of notebook 03 by default) and
+# `assign_advantages(groups)` (notebook 08). A training step calls the three itself, so that another
+# reward function can take the place of exact match.
 
 # %%
 trajectories = rollout_batch(sampler, tokenizer, search, examples, config)

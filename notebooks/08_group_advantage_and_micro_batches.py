@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -26,10 +28,13 @@
 # The baseline is the group's own mean: a trajectory is good if it did better than its siblings on
 # the same question. So the advantage can be computed only once **every** trajectory of the group has
 # finished — never per trajectory, and never per micro-batch (that would change the baseline).
+# The rule lives in one place, `helpers.reward.assign_advantages(groups)`: every reward function
+# (exact match here, the gated reward of notebook 11) goes through it.
 
 # %%
 from helpers.data import SearchExample
-from helpers.rollout import Trajectory, assign_group_advantages
+from helpers.reward import assign_advantages
+from helpers.rollout import Group, Trajectory, groups_of
 from helpers.widgets import AdvantageBars, budgets
 from helpers.widgets.adapters import advantage_groups
 from helpers.widgets.course import recall, run_rollout
@@ -37,7 +42,7 @@ from helpers.data import load_examples
 
 values = budgets()
 rollout = recall("rollout_05") or list(run_rollout(load_examples("train", limit=values["questions"]), values))
-degenerate = assign_group_advantages(rollout)
+degenerate = assign_advantages(groups_of(rollout))
 print(f"{len(rollout)} trajectories, {degenerate} degenerate group(s)")
 AdvantageBars(advantage_groups(rollout))
 
@@ -57,7 +62,8 @@ from IPython.display import display
 
 def group_of(rewards):
     example = SearchExample("demo", "a question", ["x"], "demo")
-    return [Trajectory(example=example, group_index=i, messages=[], reward=r) for i, r in enumerate(rewards)]
+    return Group(example, [Trajectory(example=example, group_index=i, messages=[], reward=r)
+                           for i, r in enumerate(rewards)])
 
 
 pickers = [widgets.Dropdown(options=[1.0, 0.0, -0.1], value=v, description=f"τ{i}", layout=widgets.Layout(width="150px"))
@@ -67,7 +73,7 @@ bars = AdvantageBars()
 
 def regroup(_=None):
     group = group_of([p.value for p in pickers])
-    assign_group_advantages(group)
+    assign_advantages([group])
     bars.update(advantage_groups(group))
 
 
@@ -190,7 +196,7 @@ check_micro_batch_weights([5, 3], my_weights)
 
 # %% tags=["solution"]
 seed_group = group_of([1, 0, 1, 0])
-assign_group_advantages(seed_group)
-check_group_advantages([1, 0, 1, 0], [t.advantage for t in seed_group])
-check_degenerate(groups, sum(assign_group_advantages(group_of(g)) for g in groups))
+assign_advantages([seed_group])
+check_group_advantages([1, 0, 1, 0], seed_group.advantages)
+check_degenerate(groups, sum(assign_advantages([group_of(g)]) for g in groups))
 check_micro_batch_weights([5, 3], [5 / 8, 3 / 8])

@@ -1,19 +1,21 @@
 """Turn rollout objects into the plain data the widgets draw.
 
 Works on anything shaped like `helpers.rollout.Trajectory` (duck-typed), so the widgets and
-their tests never need a model. When `helpers.rollout` provides `token_table`, its rows are used.
+their tests never need a model; token rows and trees come from `helpers.rollout` itself.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from helpers.protocol import parse_assistant
+from helpers.rollout import groups_of, token_table, trajectory_tree
 from helpers.widgets.tokens import normalise_rows
+
+__all__ = ["advantage_groups", "groups_of", "leaf_data", "token_rows", "tree_data"]
 
 
 def _parse(text: str) -> tuple[str, str | None]:
-    from helpers.protocol import parse_assistant
-
     parsed = parse_assistant(text)
     return parsed.kind, parsed.query
 
@@ -85,8 +87,6 @@ def tree_data(group: Sequence[Any], tokenizer: Any = None) -> dict[str, Any]:
     if len(questions) > 1:
         raise ValueError(f"a tree shows one group; got question indexes {sorted(questions)}. Use groups_of(trajectories)")
     if all(hasattr(t, "searches") for t in group):
-        from helpers.rollout import trajectory_tree
-
         tree = trajectory_tree(group)
         leaves = sorted((_leaf_from_branch(b) for b in tree["branches"]), key=lambda leaf: leaf["index"])
         return {"question": tree["question"], "answers": list(tree["references"]), "leaves": leaves}
@@ -98,19 +98,11 @@ def tree_data(group: Sequence[Any], tokenizer: Any = None) -> dict[str, Any]:
     }
 
 
-def groups_of(trajectories: Iterable[Any]) -> list[list[Any]]:
-    """Split a rollout batch into its groups, in question order."""
-    groups: dict[int, list[Any]] = {}
-    for trajectory in trajectories:
-        groups.setdefault(getattr(trajectory, "question_index", 0), []).append(trajectory)
-    return [groups[key] for key in sorted(groups)]
-
-
 def advantage_groups(trajectories: Iterable[Any]) -> list[dict[str, Any]]:
     """Data for AdvantageBars: rewards and advantages per group."""
     out = []
-    for group in groups_of(trajectories):
-        group = sorted(group, key=lambda t: t.group_index)
+    for group in groups_of(list(trajectories)):
+        group = sorted(group.trajectories, key=lambda t: t.group_index)
         out.append(
             {
                 "question": group[0].example.question,
@@ -128,33 +120,10 @@ def _decode(tokenizer: Any, token: int) -> str:
 def token_rows(trajectory: Any, tokenizer: Any = None) -> list[dict[str, Any]]:
     """Every token of a trajectory with its role, old logprob, advantage and mask.
 
-    Uses helpers.rollout.token_table when it exists; otherwise walks the turns the way
-    build_datum does (first prompt = prompt, later prompt deltas = observation).
+    The rows of `helpers.rollout.token_table`: the trajectory stitched as the trainer sees it
+    (first prompt = prompt, later prompt deltas = observation, sampled tokens = assistant).
     """
-    try:
-        from helpers.rollout import token_table
-    except ImportError:
-        token_table = None
-    if token_table is not None:
-        try:
-            table = token_table(trajectory, tokenizer)
-        except TypeError:
-            table = token_table(trajectory)
-        rows = [dict(row) if not isinstance(row, dict) else row for row in table]
-        return normalise_rows([_row_from_table(row, tokenizer) for row in rows])
-    rows: list[dict[str, Any]] = []
-    full: list[int] = []
-    for number, turn in enumerate(trajectory.turns):
-        if turn.prompt_tokens[: len(full)] != full:
-            raise ValueError(f"turn {number + 1}: its prompt does not continue the tokens so far (token continuity broken)")
-        role = "prompt" if number == 0 else "observation"
-        for token in turn.prompt_tokens[len(full):]:
-            rows.append({"id": token, "text": _decode(tokenizer, token), "role": role, "logprob": None, "advantage": 0.0, "mask": 0})
-        for token, logprob in zip(turn.completion_tokens, turn.logprobs):
-            rows.append({"id": token, "text": _decode(tokenizer, token), "role": "assistant", "logprob": logprob,
-                         "advantage": float(trajectory.advantage), "mask": 1})
-        full = list(turn.prompt_tokens) + list(turn.completion_tokens)
-    return normalise_rows(rows)
+    return normalise_rows([_row_from_table(row, tokenizer) for row in token_table(trajectory, tokenizer)])
 
 
 def _row_from_table(row: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
