@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -183,3 +184,17 @@ def test_reward_options_and_dynamic_sampling_come_from_the_command_line():
     assert reward.config.lambda_tool == 0.3 and reward.config.seed == 2
     with pytest.raises(SystemExit):
         parser.parse_args(["--reward-options", "lambda_tool"])
+
+
+def test_config_flags_read_back_into_the_same_config():
+    """How results/run.sh hands the preset's GRPO settings to the efficiency comparison."""
+    from helpers.experiment import make_plan
+    from helpers.runs import config_flags
+
+    grpo = make_plan("h200", "x").grpo
+    grpo = dataclasses.replace(grpo, reward="gated", reward_options={"lambda_tool": 0.3, "seed": 2})
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, TrainConfig)
+    flags = config_flags(grpo)
+    assert "--rollout.max-search-calls" in flags and "--balance-sources" in flags
+    assert config_from_args(TrainConfig, parser.parse_args(flags)) == grpo
