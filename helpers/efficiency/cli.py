@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from helpers import config as course_config
+from helpers.data import load_examples
 from helpers.efficiency.budget import BUDGETS
+from helpers.efficiency.report import write_report
 from helpers.efficiency.rewards import EfficiencyConfig
+from helpers.engine import connect
 from helpers.rollout import RolloutConfig
 from helpers.runs import add_config_arguments, config_from_args
+from helpers.search import create_search_client
 from helpers.train import TrainConfig
 
 SWEEP_ROLLOUT = RolloutConfig(temperature=0.6, max_assistant_turns=12, max_tool_response_tokens=512,
@@ -26,11 +35,7 @@ def sampling_client_for(service: Any, model: str, checkpoint: str | None) -> Any
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
-    """python -m helpers.efficiency compare | budget  (see --help of each)."""
-    import argparse
-    import json
-    from pathlib import Path
-
+    """python -m helpers.efficiency compare | budget | report  (see --help of each)."""
     # `package.<name>`: looked up on helpers.efficiency, so tests can patch eff.<name> as before
     from helpers import efficiency as package
 
@@ -59,8 +64,6 @@ def main(argv: Sequence[str] | None = None) -> Any:
     args = parser.parse_args(argv)
 
     if args.command == "report":
-        from helpers.efficiency.report import write_report
-
         path = write_report(args.dir)
         print(f"report: {path}")
         return path
@@ -71,18 +74,11 @@ def main(argv: Sequence[str] | None = None) -> Any:
             "lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty")})
         summaries = {}
         for reward in args.rewards.split(","):
-            import dataclasses
-
             cfg = dataclasses.replace(train_config, out=str(Path(train_config.out) / reward))
             summaries[reward] = package.train_with_reward(cfg, reward, efficiency=eff_config,
                                                   length_reference=args.length_reference)
         print(json.dumps(summaries, indent=2, default=str))
         return summaries
-
-    from helpers import config as course_config
-    from helpers.data import load_examples
-    from helpers.engine import connect
-    from helpers.search import create_search_client
 
     model = args.model or course_config.default_model()
     service = connect()
