@@ -792,7 +792,7 @@ def _fill_stats(stats: RolloutStats, trajectories: list[Trajectory]) -> None:
     stats.end_reasons = dict(Counter(t.end_reason for t in trajectories))
 
 
-# --------------------------------------------------------------------------- views for learners
+# --------------------------------------------------------------------------- the trajectory as the trainer sees it
 
 
 def trajectory_tokens(trajectory: Trajectory) -> list[dict[str, Any]]:
@@ -819,83 +819,3 @@ def token_table(trajectory: Trajectory, tokenizer: Any | None = None) -> list[di
         for row in rows:
             row["text"] = tokenizer.decode([row["token_id"]], skip_special_tokens=False)
     return rows
-
-
-def _turn_view(trajectory: Trajectory, index: int) -> dict[str, Any]:
-    turn = trajectory.turns[index]
-    search = next((s for s in trajectory.searches if s.turn_index == index), None)
-    is_last = index == len(trajectory.turns) - 1
-    view = {
-        "index": index, "kind": turn.kind, "text": turn.text, "query": turn.query,
-        "error": turn.error, "stop_reason": turn.stop_reason,
-        "sampled_tokens": len(turn.completion_tokens),
-        "is_answer": is_last and trajectory.end_reason == "answer",
-        "answer": trajectory.answer if is_last and trajectory.end_reason == "answer" else None,
-        "observation": None,
-    }
-    if search is not None:
-        view["observation"] = {
-            "call_id": search.call_id, "ok": search.ok, "error": search.error,
-            "items_returned": search.items_returned, "items_kept": search.items_kept,
-            "tokens": search.observation_tokens, "cut": search.cut, "fitted": search.fitted,
-            "content": search.content, "latency": search.latency,
-        }
-    return view
-
-
-def trajectory_tree(group: Sequence[Trajectory]) -> dict[str, Any]:
-    """One question's group as a tree: a shared root (the prompt), then one branch per trajectory.
-
-    ``branches`` lists each trajectory's turns (kind, query, observation size and cut, answer)
-    with its reward and advantage; ``children`` nests the same turns, merging branches whose
-    sampled turns are identical, so a learner sees where the group really diverges.
-    """
-    group = list(group)
-    if not group:
-        raise ValueError("trajectory_tree needs the trajectories of one question")
-    if len({t.question_index for t in group}) != 1:
-        raise ValueError("trajectory_tree takes one question's group; split the batch by question_index")
-    example = group[0].example
-    rewards = [t.reward for t in group]
-    branches = [
-        {
-            "group_index": t.group_index, "reward": t.reward, "advantage": t.advantage,
-            "exact_match": t.exact_match, "valid_format": t.valid_format, "answer": t.answer,
-            "end_reason": t.end_reason, "search_calls": t.search_calls,
-            "sampled_tokens": t.sampled_tokens, "observation_tokens": t.observation_tokens,
-            "turns": [_turn_view(t, i) for i in range(len(t.turns))],
-        }
-        for t in group
-    ]
-    root: dict[str, Any] = {"label": "prompt", "children": [], "branches": [b["group_index"] for b in branches]}
-    for branch, trajectory in zip(branches, group):
-        node = root
-        for index, turn in enumerate(branch["turns"]):
-            key = tuple(trajectory.turns[index].completion_tokens)
-            child = next((c for c in node["children"] if c["_key"] == key), None)
-            if child is None:
-                child = {"_key": key, "turn": turn, "children": [], "branches": []}
-                node["children"].append(child)
-            child["branches"].append(branch["group_index"])
-            node = child
-        node.setdefault("leaves", []).append(
-            {"group_index": branch["group_index"], "reward": branch["reward"], "advantage": branch["advantage"]}
-        )
-
-    def strip(node):
-        node.pop("_key", None)
-        for c in node["children"]:
-            strip(c)
-        return node
-
-    return {
-        "question_index": group[0].question_index,
-        "question": example.question,
-        "references": list(example.answers),
-        "prompt_tokens": len(group[0].turns[0].prompt_tokens) if group[0].turns else 0,
-        "group_size": len(group),
-        "mean_reward": sum(rewards) / len(rewards),
-        "degenerate": max(rewards) - min(rewards) <= 1e-12,
-        "branches": branches,
-        "root": strip(root),
-    }

@@ -81,11 +81,11 @@ tree = TrajectoryTree(tree_data(group, tokenizer))
 tree
 
 # %% [markdown]
-# `helpers.rollout.trajectory_tree` also nests the branches by their sampled tokens, so branches that
+# `helpers.widgets.adapters.trajectory_tree` also nests the branches by their sampled tokens, so branches that
 # produced exactly the same turn share a node — that is where you can see the group diverge.
 
 # %%
-from helpers.rollout import trajectory_tree
+from helpers.widgets.adapters import trajectory_tree
 
 
 def show(node, depth=0):

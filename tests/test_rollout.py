@@ -25,8 +25,8 @@ from helpers.rollout import (
     rollout_batch,
     rollout_groups,
     token_table,
-    trajectory_tree,
 )
+from helpers.widgets.adapters import trajectory_tree
 from test_rollout_doubles import FakeSearchClient, ScriptedSamplingClient, call
 
 EXAMPLES = [
