@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from helpers.evidence import is_yes_no
+from helpers.reward import normalize_answer
 from helpers.runs import read_jsonl
+from helpers.search import format_results
+from helpers.sft import find_answer_in
 
 ALL = "all"
 COLUMN_INCHES = 9.0  # a JupyterLab notebook column shows about 970 px: wider figures shrink (100 dpi)
@@ -118,8 +121,6 @@ def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[st
     evidence, so the string test cannot say whether one search was enough. This is the test of
     "a second search where one is not enough".
     """
-    from helpers.search import format_results
-    from helpers.sft import find_answer_in
 
     out = []
     for row in rows:

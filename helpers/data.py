@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import config
+from helpers.reward import contains_answer, normalize_answer
 from helpers.runs import write_jsonl
 
 SEED = 20250301
@@ -273,12 +274,9 @@ def split_rows(rows: list[dict], test: int, validation: int, seed: int = SEED) -
 
 def answers_in_corpus(rows: list[dict], corpus_path: Path) -> list[bool]:
     """Whether some answer occurs in some passage (normalised, whole words, as the reward compares)."""
-    from helpers.search.quality import normalize
-
     with _open_text(corpus_path) as handle:
-        text = " \n ".join(normalize(json.loads(line)["contents"]) for line in handle if line.strip())
-    haystack = f" {text} "
-    return [any(f" {normalize(a)} " in haystack for a in row["answers"] if normalize(a)) for row in rows]
+        text = " \n ".join(normalize_answer(json.loads(line)["contents"]) for line in handle if line.strip())
+    return [contains_answer(text, row["answers"], normalized=True) for row in rows]
 
 
 def prepare_data(shared: str | Path | None = None, out_dir: str | Path | None = None,

@@ -17,13 +17,22 @@ import argparse
 import dataclasses
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from helpers import config as course_config
+from helpers.analyse import format_table, summarise
+from helpers.data import load_examples
+from helpers.engine import connect
 from helpers.evidence import evidence_fields
-from helpers.runs import add_config_arguments, config_from_args, write_jsonl
+from helpers.protocol import stop_sequences
+from helpers.reward import contains_answer, score_answer
+from helpers.rollout import RolloutConfig, rollout_batch
+from helpers.runs import add_config_arguments, config_from_args, updated, write_jsonl
 from helpers.runs import result as _result
+from helpers.search import create_search_client, format_results
+from helpers.sft import fit_observation
 from helpers.tracking import DEFAULT_TRACKER, evaluation_run_name, log_evaluation, open_tracker
 
 MODES = ("agent", "closed_book", "rag")
@@ -48,25 +57,21 @@ class EvalConfig:
     split: str = "test"
     data_source: str | None = None
     limit: int | None = None
-    max_search_calls: int = 4
-    max_assistant_turns: int = 6
-    max_assistant_tokens: int = 256
-    max_tool_response_tokens: int = 768
-    max_trajectory_tokens: int = 4096
-    search_budget: int | None = None  # a budget stated in the prompt (budget-forced evaluation)
+    # budgets and sampling, the training defaults but greedy: one deterministic answer per question;
+    # rollout.search_budget states a budget in the prompt (budget-forced evaluation)
+    rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(group_size=1, temperature=0.0))
     search_backend: str = "local"
-    search_concurrency: int = 8
-    temperature: float = 0.0  # greedy by default: one deterministic answer per question
-    top_p: float = 1.0
-    seed: int = 0
     batch_size: int = 64
     output: str | None = None  # JSONL path
     tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': the summary table sent there too
 
-    def rollout_config(self):
-        from helpers.rollout import RolloutConfig
+    def __post_init__(self) -> None:
+        if isinstance(self.rollout, dict):  # from JSON (a saved config) or a preset
+            self.rollout = updated(RolloutConfig(group_size=1, temperature=0.0), self.rollout)
 
-        return RolloutConfig.from_config(self, group_size=1)
+    def rollout_config(self) -> RolloutConfig:
+        """The rollout of an evaluation: one trajectory per question."""
+        return dataclasses.replace(self.rollout, group_size=1)
 
     def resolved_label(self) -> str:
         if self.label:
@@ -76,10 +81,7 @@ class EvalConfig:
 
 def lenient_match(text: str, answers: Sequence[str]) -> bool:
     """A gold answer appears (normalised, on word boundaries) anywhere in the final text."""
-    from helpers.reward import normalize_answer
-
-    haystack = f" {normalize_answer(text or '')} "
-    return any(f" {gold} " in haystack for gold in (normalize_answer(a) for a in answers) if gold)
+    return contains_answer(text or "", answers)
 
 
 def _base_row(example, mode: str, label: str) -> dict[str, Any]:
@@ -121,8 +123,6 @@ def single_turn_messages(example, mode: str, search_client=None, tokenizer=None,
     if mode == "closed_book":
         return [{"role": "system", "content": CLOSED_BOOK_SYSTEM},
                 {"role": "user", "content": f"Question: {example.question.strip()}"}], []
-    from helpers.search import format_results
-    from helpers.sft import fit_observation
 
     result = search_client.search(example.question.strip())
     evidence = fit_observation(tokenizer, result, max_tool_response_tokens) or format_results(result, max_items=1)
@@ -133,17 +133,16 @@ def single_turn_messages(example, mode: str, search_client=None, tokenizer=None,
 def _single_turn_batch(sampling_client, tokenizer, search_client, examples, config: EvalConfig, label: str):
     import pytrio
 
-    from helpers.protocol import stop_sequences
-    from helpers.reward import score_answer
 
+    rollout = config.rollout
     params = pytrio.SamplingParams(
-        max_tokens=config.max_assistant_tokens, temperature=config.temperature, top_p=config.top_p,
-        seed=config.seed, stop=stop_sequences(tokenizer),
+        max_tokens=rollout.max_assistant_tokens, temperature=rollout.temperature, top_p=rollout.top_p,
+        seed=rollout.seed, stop=stop_sequences(tokenizer),
     )
     prepared = []
     for example in examples:
         messages, results = single_turn_messages(example, config.mode, search_client, tokenizer,
-                                                 config.max_tool_response_tokens)
+                                                 rollout.max_tool_response_tokens)
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         prompt = list(tokenizer.encode(text, add_special_tokens=False))
         future = sampling_client.sample(prompt=pytrio.ModelInput.from_ints(prompt), num_samples=1, sampling_params=params)
@@ -185,7 +184,6 @@ def evaluate(
     """One row per question; also written to `config.output` (JSONL) when it is set."""
     from tqdm.auto import tqdm
 
-    from helpers import config as course_config
 
     if config.mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
@@ -195,17 +193,14 @@ def evaluate(
     tracker = open_tracker(config.tracker, evaluation_run_name(config.output, config.resolved_label()),
                            {"eval": dataclasses.asdict(config), "model": model})
     if sampling_client is None:
-        from helpers.engine import connect
 
         service = service or connect(config.backend)
         sampling_client = service.create_sampling_client(base_model=model, model_path=config.model_path)
     tokenizer = sampling_client.get_tokenizer()
     if search_client is None and config.mode != "closed_book":
-        from helpers.search import create_search_client
 
         search_client = create_search_client(config.search_backend)
     if examples is None:
-        from helpers.data import load_examples
 
         examples = load_examples(config.split, data_source=config.data_source, limit=config.limit)
     examples = list(examples)
@@ -216,7 +211,6 @@ def evaluate(
     for start in range(0, len(examples), config.batch_size):
         batch = examples[start : start + config.batch_size]
         if config.mode == "agent":
-            from helpers.rollout import rollout_batch
 
             trajectories = rollout_batch(sampling_client, tokenizer, search_client, batch, config.rollout_config(),
                                          progress=False)
@@ -249,7 +243,6 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     add_config_arguments(parser, EvalConfig)
     config = config_from_args(EvalConfig, parser.parse_args(argv))
     rows = evaluate(config)
-    from helpers.analyse import format_table, summarise
 
     print(format_table({config.resolved_label(): summarise(rows)}))
     return rows

@@ -28,12 +28,16 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from helpers import config as course_config
 from helpers.analyse import (ALL, compare, first_last_quarter, first_search_hits, format_comparison,
                              format_search_learned, format_table, plot_eval, plot_training, read_jsonl,
                              search_learned_figure, search_learned_table, second_search_table, summarise)
+from helpers.data import load_examples
+from helpers.engine.local import resolve_path
 from helpers.eval import EvalConfig, evaluate
-from helpers.sft import SFTConfig, run_sft
-from helpers.runs import RunDir, field_type, parse_value
+from helpers.runs import RunDir, field_type, parse_value, updated
+from helpers.search.local import LocalSearchClient
+from helpers.sft import SFTConfig, run_sft, sft_examples
 from helpers.tracking import TRACKERS, open_tracker
 from helpers.train import TrainConfig, train
 
@@ -61,10 +65,11 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
                     micro_batch_tokens=32768, max_tool_response_tokens=768, second_query="reachable",
                     repeat_two_search=4, **SEARCH_TEACHER),
         # skip=800: GRPO's questions are the train questions SFT did not script; half of each batch HotpotQA
-        "grpo": dict(max_steps=200, questions_per_batch=16, group_size=8, learning_rate=5e-5, save_every=5, skip=800,
-                     balance_sources=True, temperature=1.0, micro_batch_datums=32, micro_batch_tokens=65536,
-                     search_concurrency=16, **_H200_BUDGETS),
-        "eval": dict(split="test", limit=None, batch_size=600, temperature=0.0, search_concurrency=16, **_H200_BUDGETS),
+        "grpo": dict(max_steps=200, questions_per_batch=16, learning_rate=5e-5, save_every=5, skip=800,
+                     balance_sources=True, micro_batch_datums=32, micro_batch_tokens=65536,
+                     rollout=dict(group_size=8, temperature=1.0, search_concurrency=16, **_H200_BUDGETS)),
+        "eval": dict(split="test", limit=None, batch_size=600,
+                     rollout=dict(temperature=0.0, search_concurrency=16, **_H200_BUDGETS)),
         "run": dict(grpo_minutes=10.0),
     },
     # Same script on CPU with the 135M model and tiny budgets: proves the plumbing, not the learning.
@@ -72,9 +77,10 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "common": {"model": "smollm2-135m", "lora_rank": 8},
         "sft": dict(limit=2, epochs=1, batch_size=2, learning_rate=2e-4, micro_batch_datums=2,
                     micro_batch_tokens=8192, max_tool_response_tokens=400),
-        "grpo": dict(max_steps=1, questions_per_batch=1, group_size=2, learning_rate=1e-4, save_every=1, skip=2,
-                     micro_batch_datums=2, micro_batch_tokens=8192, search_concurrency=2, **_CPU_BUDGETS),
-        "eval": dict(split="test", limit=2, batch_size=2, temperature=0.0, search_concurrency=2, **_CPU_BUDGETS),
+        "grpo": dict(max_steps=1, questions_per_batch=1, learning_rate=1e-4, save_every=1, skip=2,
+                     micro_batch_datums=2, micro_batch_tokens=8192,
+                     rollout=dict(group_size=2, search_concurrency=2, **_CPU_BUDGETS)),
+        "eval": dict(split="test", limit=2, batch_size=2, rollout=dict(temperature=0.0, search_concurrency=2, **_CPU_BUDGETS)),
         "run": dict(grpo_minutes=10.0),
     },
 }
@@ -105,6 +111,17 @@ class Plan:
     grpo_minutes: float
 
 
+def _override(target, name: str, text: str):
+    """`target` with the (dotted, for a nested config) field `name` set from its text."""
+    head, _, rest = name.partition(".")
+    if rest:
+        inner = getattr(target, head, None)
+        if not dataclasses.is_dataclass(inner):
+            raise SystemExit(f"--set: {type(target).__name__} has no nested config {head!r}")
+        return dataclasses.replace(target, **{head: _override(inner, rest, text)})
+    return dataclasses.replace(target, **{name: _coerce(type(target), name, text)})
+
+
 def _coerce(cls, name: str, text: str):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if name not in fields:
@@ -126,8 +143,6 @@ def _shared_questions(sft: SFTConfig, grpo: TrainConfig) -> int:
     """How many of GRPO's questions the SFT teacher scripts (0 when the data is not prepared yet)."""
     if grpo.split != sft.split:
         return 0
-    from helpers.data import load_examples
-    from helpers.sft import sft_examples
 
     try:
         scripted = {e.id for e in sft_examples(sft)}
@@ -146,19 +161,21 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
     out_path = Path(out)
     work_path = Path(work) if work else Path("runs") / out_path.name
     common = dict(spec["common"])
-    sft = SFTConfig(**{**common, **spec["sft"], "out": str(work_path / "sft")})
-    grpo = TrainConfig(**{**common, **spec["grpo"], "out": str(work_path / "grpo")})
+    sft = updated(SFTConfig(), {**common, **spec["sft"], "out": str(work_path / "sft")})
+    grpo = updated(TrainConfig(), {**common, **spec["grpo"], "out": str(work_path / "grpo")})
     eval_common = {k: v for k, v in common.items() if k != "lora_rank"}
-    evaluation = EvalConfig(**{**eval_common, **spec["eval"]})
+    evaluation = updated(EvalConfig(), {**eval_common, **spec["eval"]})
     grpo_minutes = float(spec["run"]["grpo_minutes"])
+    configs = {"sft": sft, "grpo": grpo, "eval": evaluation}
     tracked = [f"{stage}.tracker={tracker}" for stage in ("sft", "grpo", "eval")] if tracker else []
     for item in [*tracked, *overrides]:
         key, _, value = item.partition("=")
         section, _, name = key.partition(".")
-        target = {"sft": sft, "grpo": grpo, "eval": evaluation}.get(section)
-        if target is None or not name:
-            raise SystemExit(f"--set takes sft.<field>=v, grpo.<field>=v or eval.<field>=v, got {item!r}")
-        setattr(target, name, _coerce(type(target), name, value))
+        if section not in configs or not name:
+            raise SystemExit(f"--set takes sft.<field>=v, grpo.<field>=v or eval.<field>=v "
+                             f"(grpo.rollout.<field>=v for a budget), got {item!r}")
+        configs[section] = _override(configs[section], name, value)
+    sft, grpo, evaluation = configs["sft"], configs["grpo"], configs["eval"]
     if grpo.lora_rank != sft.lora_rank or grpo.model != sft.model:
         raise SystemExit("GRPO starts from the SFT checkpoint: model and lora_rank must match")
     shared = _shared_questions(sft, grpo)
@@ -268,8 +285,6 @@ def export_adapter(policy_path: str, target: Path) -> Path:
 
     source = Path(policy_path)
     if str(policy_path).startswith("local://"):
-        from helpers.engine.local import resolve_path
-
         source = resolve_path(policy_path)
     target.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in load_file(str(source / "adapter.safetensors")).items()}
@@ -292,7 +307,6 @@ def second_search_section(evals: dict[str, list[dict]], backend: str) -> list[st
               if any(r.get("queries") for r in rows) and all(r.get("mode", "agent") == "agent" for r in rows)}
     if backend != "local" or not agents:
         return []
-    from helpers.search.local import LocalSearchClient
 
     client = LocalSearchClient()
     lines = ["### A second search where one is not enough?", "",
@@ -353,7 +367,7 @@ def stage_report(plan: Plan) -> Path:
                      "degenerate_group_share", "time_step")}
         lines += [
             "## GRPO training", "",
-            f"{len(metrics)} steps, {plan.grpo.questions_per_batch} questions x group {plan.grpo.group_size}; "
+            f"{len(metrics)} steps, {plan.grpo.questions_per_batch} questions x group {plan.grpo.rollout.group_size}; "
             f"first quarter vs last quarter of steps:", "",
             "| metric | first | last |", "|---|---|---|",
             *(f"| {key} | {first:.3f} | {last:.3f} |" for key, (first, last) in quarters.items()),
@@ -434,7 +448,6 @@ def main(argv: Sequence[str] | None = None) -> int:
          "grpo": dataclasses.asdict(plan.grpo), "eval": dataclasses.asdict(plan.eval),
          "env": {k: os.environ.get(k) for k in ("COURSE_PROFILE", "COURSE_BACKEND", "COURSE_MODEL")}}, indent=2))
     started = time.perf_counter()
-    from helpers import config as course_config
 
     if course_config.device() == "cpu":
         import torch

@@ -22,7 +22,7 @@ from typing import Any
 from helpers import config
 
 # The recorded GPU run whose adapters the live widgets use (results/<run>/adapter, .../sft_adapter).
-RECORDED_RUN = "h200_balanced"
+RECORDED_RUN = "h200_search"
 # Recorded policies and the folder of the run that holds each one's adapter (None: no adapter).
 RECORDED_ADAPTERS = {"base": None, "sft": "sft_adapter", "sft_grpo": "adapter"}
 POLICY_LABELS = {"base": "base model", "sft": "SFT", "sft_grpo": "SFT + GRPO"}

@@ -69,14 +69,15 @@ def score_answer(text: str, references: Iterable[str]) -> RewardResult:
     return RewardResult(float(exact), True, exact, answer)
 
 
-def matching_answer(text: str, answers: Iterable[str]) -> str | None:
+def matching_answer(text: str, answers: Iterable[str], normalized: bool = False) -> str | None:
     """The first gold answer that occurs in `text` on word boundaries, both normalised as above.
 
     The one matcher for "is the answer in there?": the data preparation (is an answer in the
     corpus?), retrieval quality (answer@k), the SFT teacher (is it in the evidence?) and lenient
-    evaluation (is it anywhere in the final text?) all ask it this way.
+    evaluation (is it anywhere in the final text?) all ask it this way. `normalized=True` says
+    `text` already went through `normalize_answer` (a corpus searched for many questions).
     """
-    haystack = f" {normalize_answer(text or '')} "
+    haystack = f" {text if normalized else normalize_answer(text or '')} "
     for answer in answers:
         gold = normalize_answer(answer)
         if gold and f" {gold} " in haystack:
@@ -84,9 +85,9 @@ def matching_answer(text: str, answers: Iterable[str]) -> str | None:
     return None
 
 
-def contains_answer(text: str, answers: Iterable[str]) -> bool:
+def contains_answer(text: str, answers: Iterable[str], normalized: bool = False) -> bool:
     """Some gold answer occurs in `text` (normalised, whole words): see `matching_answer`."""
-    return matching_answer(text, answers) is not None
+    return matching_answer(text, answers, normalized) is not None
 
 
 # --------------------------------------------------------------------------- reward functions

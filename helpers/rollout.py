@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from helpers.data import SearchExample
@@ -38,6 +38,7 @@ from helpers.protocol import (
     tool_message,
 )
 from helpers.reward import FORMAT_PENALTY, assign_advantages, exact_match_reward, score
+from helpers.search.format import format_results
 from helpers.search.types import SearchResult
 
 # --------------------------------------------------------------------------- types
@@ -45,12 +46,19 @@ from helpers.search.types import SearchResult
 
 @dataclass
 class RolloutConfig:
+    """The budgets and sampling of a rollout: the one place their defaults are declared.
+
+    Training and evaluation nest it (`TrainConfig.rollout`, `EvalConfig.rollout`); presets and
+    the notebooks' profiles override fields by name (`helpers.runs.updated`), the command line
+    as `--rollout.max-search-calls 3`.
+    """
+
     group_size: int = 8
     max_search_calls: int = 4
     max_assistant_turns: int = 6
-    max_assistant_tokens: int = 1024
-    max_tool_response_tokens: int = 1024
-    max_trajectory_tokens: int = 8192
+    max_assistant_tokens: int = 256  # per assistant turn
+    max_tool_response_tokens: int = 768  # tokens one tool turn may add
+    max_trajectory_tokens: int = 4096  # the whole conversation, prompt included
     search_concurrency: int = 8
     temperature: float = 1.0
     top_p: float = 1.0
@@ -58,13 +66,6 @@ class RolloutConfig:
     # Budget stated in the system prompt (budget-forced evaluation); None states no limit.
     # The enforced limit is always max_search_calls.
     search_budget: int | None = None
-
-    @classmethod
-    def from_config(cls, source: Any, **overrides: Any) -> "RolloutConfig":
-        """Take every field `source` shares with RolloutConfig (train/eval configs), then `overrides`."""
-        names = {f.name for f in fields(cls)}
-        values = {name: getattr(source, name) for name in names if hasattr(source, name)}
-        return cls(**{**values, **overrides})
 
 
 @dataclass
@@ -162,6 +163,12 @@ class Group:
     def __len__(self) -> int:
         return len(self.trajectories)
 
+    def __iter__(self):
+        return iter(self.trajectories)
+
+    def __getitem__(self, index):
+        return self.trajectories[index]
+
 
 def groups_of(trajectories: Sequence[Trajectory], step: int = 0) -> list[Group]:
     """A flat list of trajectories regrouped by ``question_index``, in first-seen order."""
@@ -207,6 +214,8 @@ class FittedObservation:
 
 @dataclass
 class RolloutStats:
+    """Counters and timings of one rollout (rewards and their statistics belong to scoring)."""
+
     questions: int = 0
     trajectories: int = 0
     turns: int = 0
@@ -215,23 +224,13 @@ class RolloutStats:
     search_calls: int = 0
     failed_searches: int = 0
     truncated_observations: int = 0
-    degenerate_groups: int = 0
     sampling_seconds: float = 0.0  # wall time waiting for the sampler
     search_seconds: float = 0.0  # wall time of the searches plus fitting their observations
     total_seconds: float = 0.0
-    mean_reward: float = 0.0
-    exact_match_rate: float = 0.0
-    valid_format_rate: float = 0.0
     end_reasons: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def degenerate_fraction(self) -> float:
-        return self.degenerate_groups / self.questions if self.questions else 0.0
-
     def as_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["degenerate_fraction"] = self.degenerate_fraction
-        return data
+        return dataclasses.asdict(self)
 
 
 class RolloutBatch(list):
@@ -352,7 +351,8 @@ def stitch(trajectory: Trajectory) -> Stitched:
         if list(turn.prompt_tokens[: len(tokens)]) != tokens:
             raise TemplateRewroteHistory(
                 f"assistant turn {number} (question {trajectory.question_index}, branch "
-                f"{trajectory.group_index}): its prompt does not continue the tokens gathered so far, "
+                f"{trajectory.group_index}): its prompt does not continue the tokens gathered so far (token "
+                "continuity broken), "
                 "so the sampler logprobs cannot be aligned; build the next prompt by appending "
                 "tokens (helpers.rollout.build_next_prompt), never by re-rendering the chat"
             )
@@ -440,8 +440,6 @@ def consume_assistant(
 
 
 def _format_observation(result: SearchResult, max_items: int | None) -> str:
-    from helpers.search.format import format_results
-
     return format_results(result, max_items=max_items)
 
 
@@ -666,11 +664,9 @@ def rollout_batch(
     """
     groups = rollout_groups(sampling_client, tokenizer, search_client, examples, config, progress)
     score(groups, exact_match_reward)
-    stats = groups.stats
-    stats.degenerate_groups = assign_advantages(groups)
+    assign_advantages(groups)
     batch = RolloutBatch(t for group in groups for t in group.trajectories)
-    stats.mean_reward, stats.exact_match_rate, stats.valid_format_rate = _outcome_rates(batch)
-    batch.stats = stats
+    batch.stats = groups.stats
     return batch
 
 
@@ -798,16 +794,7 @@ def _fill_stats(stats: RolloutStats, trajectories: list[Trajectory]) -> None:
     stats.end_reasons = dict(Counter(t.end_reason for t in trajectories))
 
 
-def _outcome_rates(trajectories: Sequence[Trajectory]) -> tuple[float, float, float]:
-    """Mean reward, exact-match rate and valid-format rate of scored trajectories."""
-    n = len(trajectories)
-    if not n:
-        return 0.0, 0.0, 0.0
-    return (sum(t.reward for t in trajectories) / n, sum(t.exact_match for t in trajectories) / n,
-            sum(t.valid_format for t in trajectories) / n)
-
-
-# --------------------------------------------------------------------------- views for learners
+# --------------------------------------------------------------------------- the trajectory as the trainer sees it
 
 
 def trajectory_tokens(trajectory: Trajectory) -> list[dict[str, Any]]:
@@ -834,83 +821,3 @@ def token_table(trajectory: Trajectory, tokenizer: Any | None = None) -> list[di
         for row in rows:
             row["text"] = tokenizer.decode([row["token_id"]], skip_special_tokens=False)
     return rows
-
-
-def _turn_view(trajectory: Trajectory, index: int) -> dict[str, Any]:
-    turn = trajectory.turns[index]
-    search = next((s for s in trajectory.searches if s.turn_index == index), None)
-    is_last = index == len(trajectory.turns) - 1
-    view = {
-        "index": index, "kind": turn.kind, "text": turn.text, "query": turn.query,
-        "error": turn.error, "stop_reason": turn.stop_reason,
-        "sampled_tokens": len(turn.completion_tokens),
-        "is_answer": is_last and trajectory.end_reason == "answer",
-        "answer": trajectory.answer if is_last and trajectory.end_reason == "answer" else None,
-        "observation": None,
-    }
-    if search is not None:
-        view["observation"] = {
-            "call_id": search.call_id, "ok": search.ok, "error": search.error,
-            "items_returned": search.items_returned, "items_kept": search.items_kept,
-            "tokens": search.observation_tokens, "cut": search.cut, "fitted": search.fitted,
-            "content": search.content, "latency": search.latency,
-        }
-    return view
-
-
-def trajectory_tree(group: Sequence[Trajectory]) -> dict[str, Any]:
-    """One question's group as a tree: a shared root (the prompt), then one branch per trajectory.
-
-    ``branches`` lists each trajectory's turns (kind, query, observation size and cut, answer)
-    with its reward and advantage; ``children`` nests the same turns, merging branches whose
-    sampled turns are identical, so a learner sees where the group really diverges.
-    """
-    group = list(group)
-    if not group:
-        raise ValueError("trajectory_tree needs the trajectories of one question")
-    if len({t.question_index for t in group}) != 1:
-        raise ValueError("trajectory_tree takes one question's group; split the batch by question_index")
-    example = group[0].example
-    rewards = [t.reward for t in group]
-    branches = [
-        {
-            "group_index": t.group_index, "reward": t.reward, "advantage": t.advantage,
-            "exact_match": t.exact_match, "valid_format": t.valid_format, "answer": t.answer,
-            "end_reason": t.end_reason, "search_calls": t.search_calls,
-            "sampled_tokens": t.sampled_tokens, "observation_tokens": t.observation_tokens,
-            "turns": [_turn_view(t, i) for i in range(len(t.turns))],
-        }
-        for t in group
-    ]
-    root: dict[str, Any] = {"label": "prompt", "children": [], "branches": [b["group_index"] for b in branches]}
-    for branch, trajectory in zip(branches, group):
-        node = root
-        for index, turn in enumerate(branch["turns"]):
-            key = tuple(trajectory.turns[index].completion_tokens)
-            child = next((c for c in node["children"] if c["_key"] == key), None)
-            if child is None:
-                child = {"_key": key, "turn": turn, "children": [], "branches": []}
-                node["children"].append(child)
-            child["branches"].append(branch["group_index"])
-            node = child
-        node.setdefault("leaves", []).append(
-            {"group_index": branch["group_index"], "reward": branch["reward"], "advantage": branch["advantage"]}
-        )
-
-    def strip(node):
-        node.pop("_key", None)
-        for c in node["children"]:
-            strip(c)
-        return node
-
-    return {
-        "question_index": group[0].question_index,
-        "question": example.question,
-        "references": list(example.answers),
-        "prompt_tokens": len(group[0].turns[0].prompt_tokens) if group[0].turns else 0,
-        "group_size": len(group),
-        "mean_reward": sum(rewards) / len(rewards),
-        "degenerate": max(rewards) - min(rewards) <= 1e-12,
-        "branches": branches,
-        "root": strip(root),
-    }

@@ -37,7 +37,7 @@ from helpers.engine import connect
 from helpers.reward import RewardFn, assign_advantages, make_reward, score
 from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
 from helpers.runs import (RunDir, add_config_arguments, config_from_args, materialise_checkpoint, result,
-                          resume_checkpoint)
+                          resume_checkpoint, updated)
 from helpers.search import create_search_client
 from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
 
@@ -295,16 +295,9 @@ class TrainConfig:
     backend: str | None = None  # 'local' or 'pytrio'; None: COURSE_BACKEND or local
     max_steps: int = 20
     questions_per_batch: int = 16
-    group_size: int = 8
-    max_search_calls: int = 4
-    max_assistant_turns: int = 6
-    max_assistant_tokens: int = 256
-    max_tool_response_tokens: int = 768
-    max_trajectory_tokens: int = 4096
+    # group size, budgets and sampling of every rollout (its seed is set per step from `seed`)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
     search_backend: str = "local"
-    search_concurrency: int = 8
-    temperature: float = 1.0
-    top_p: float = 1.0
     # the reward function, by its registered name (helpers.reward.reward_names()), and its options
     reward: str = "exact_match"
     reward_options: dict = field(default_factory=dict)
@@ -334,12 +327,14 @@ class TrainConfig:
     tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': every step mirrored there (helpers.tracking)
 
     def __post_init__(self) -> None:
+        if isinstance(self.rollout, dict):  # from JSON (a saved config.json) or a preset
+            self.rollout = updated(RolloutConfig(), self.rollout)
         if self.dynamic_sampling_rounds < 1:
             raise ValueError(f"dynamic_sampling_rounds must be >= 1, got {self.dynamic_sampling_rounds}")
 
     def rollout_config(self, step: int = 0) -> RolloutConfig:
         # a fixed seed per step: a resumed step resamples the same
-        return RolloutConfig.from_config(self, seed=self.seed * 100_003 + step)
+        return dataclasses.replace(self.rollout, seed=self.seed * 100_003 + step)
 
     def resolved_model(self) -> str:
         return self.model or course_config.default_model()

@@ -29,10 +29,9 @@
 # state and parse each turn as it comes.
 
 # %%
-from helpers.rollout import RolloutConfig, rollout_batch
+from helpers.rollout import RolloutConfig, groups_of, rollout_batch
 from helpers.running_example import ANSWER, HOPS, QUERIES, RUNNING_EXAMPLE
 from helpers.widgets import TrajectoryTree, budgets, tree_data
-from helpers.widgets.adapters import groups_of
 from helpers.widgets.course import engine, remember, rollout_config, rollout_examples, search_client
 
 values = budgets()
@@ -171,6 +170,11 @@ print(f"ended: {trajectory.end_reason}; its last turn scored as a final answer:"
 #
 # Within a turn, all sampling requests are sent at once (the engine decodes them together) and all
 # searches run in a thread pool; results are matched back to their branches in order.
+#
+# `rollout_batch` is three stages in one call: `rollout_groups` (one `Group` of finished, unscored
+# trajectories per question), `score(groups, reward_fn)` (exact match of notebook 03 by default) and
+# `assign_advantages(groups)` (notebook 08). A training step calls the three itself, so that another
+# reward function can take the place of exact match.
 
 # %%
 trajectories = rollout_batch(sampler, tokenizer, search, examples, config)
@@ -196,11 +200,11 @@ tree = TrajectoryTree(tree_data(group, tokenizer))
 tree
 
 # %% [markdown]
-# `helpers.rollout.trajectory_tree` also nests the branches by their sampled tokens, so branches that
+# `helpers.widgets.adapters.trajectory_tree` also nests the branches by their sampled tokens, so branches that
 # produced exactly the same turn share a node — that is where you can see the group diverge.
 
 # %%
-from helpers.rollout import trajectory_tree
+from helpers.widgets.adapters import trajectory_tree
 
 
 def show(node, depth=0):

@@ -136,7 +136,7 @@ from helpers import config
 from helpers.models import tokenizer_fingerprint
 
 print("this tokenizer:       ", tokenizer_fingerprint(tokenizer))
-recorded = config.RESULTS_DIR / "h200_balanced" / "adapter" / "meta.json"
+recorded = config.RESULTS_DIR / "h200_search" / "adapter" / "meta.json"
 if recorded.exists():
     meta = json.loads(recorded.read_text())
     print("recorded GPU adapter: ", meta.get("tokenizer"), f"({meta['base_model']})")

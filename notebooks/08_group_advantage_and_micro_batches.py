@@ -28,17 +28,20 @@
 # The baseline is the group's own mean: a trajectory is good if it did better than its siblings on
 # the same question. So the advantage can be computed only once **every** trajectory of the group has
 # finished — never per trajectory, and never per micro-batch (that would change the baseline).
+# The rule lives in one place, `helpers.reward.assign_advantages(groups)`: every reward function
+# (exact match here, the gated reward of notebook 11) goes through it.
 
 # %%
 from helpers.data import SearchExample
-from helpers.rollout import Trajectory, assign_group_advantages
+from helpers.reward import assign_advantages
+from helpers.rollout import Group, Trajectory, groups_of
 from helpers.widgets import AdvantageBars, budgets
 from helpers.widgets.adapters import advantage_groups
 from helpers.widgets.course import recall, rollout_examples, run_rollout
 
 values = budgets()
 rollout = recall("rollout_05") or list(run_rollout(rollout_examples(values["questions"]), values))
-degenerate = assign_group_advantages(rollout)
+degenerate = assign_advantages(groups_of(rollout))
 print(f"{len(rollout)} trajectories, {degenerate} degenerate group(s)")
 if degenerate == len({t.question_index for t in rollout}):
     print("every group is degenerate: all its trajectories scored the same, so every advantage is 0. "
@@ -62,7 +65,8 @@ from IPython.display import display
 
 def group_of(rewards):
     example = SearchExample("demo", "a question", ["x"], "demo")
-    return [Trajectory(example=example, group_index=i, messages=[], reward=r) for i, r in enumerate(rewards)]
+    return Group(example, [Trajectory(example=example, group_index=i, messages=[], reward=r)
+                           for i, r in enumerate(rewards)])
 
 
 pickers = [widgets.Dropdown(options=[1.0, 0.0, -0.1], value=v, description=f"τ{i}", layout=widgets.Layout(width="150px"))
@@ -72,7 +76,7 @@ bars = AdvantageBars()
 
 def regroup(_=None):
     group = group_of([p.value for p in pickers])
-    assign_group_advantages(group)
+    assign_advantages([group])
     bars.update(advantage_groups(group))
 
 
@@ -247,9 +251,9 @@ from helpers.rollout import assign_group_advantages
 from helpers.train import weight_micro_batch_for_global_mean
 
 seed_group = group_of([1, 0, 1, 0])
-assign_group_advantages(seed_group)
-check_group_advantages([1, 0, 1, 0], [t.advantage for t in seed_group])
-check_degenerate(groups, sum(assign_group_advantages(group_of(g)) for g in groups))
+assign_advantages([seed_group])
+check_group_advantages([1, 0, 1, 0], seed_group.advantages)
+check_degenerate(groups, sum(assign_advantages([group_of(g)]) for g in groups))
 check_micro_batch_weights([5, 3], [5 / 8, 3 / 8])
 check_assign_group_advantages(assign_group_advantages)
 check_weight_micro_batch(weight_micro_batch_for_global_mean)

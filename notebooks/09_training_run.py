@@ -27,7 +27,9 @@
 #
 # 1. `save_weights_and_get_sampling_client()` — a sampler with the **current** weights, so the old
 #    log-probs belong to the policy before this update;
-# 2. `rollout_batch(...)` — complete groups, rewards and group advantages;
+# 2. `rollout_groups(...)` — one group of complete trajectories per question; then
+#    `score(groups, reward_fn)` gives each trajectory its reward (exact match unless `TrainConfig.reward`
+#    names another) and `assign_advantages(groups)` the group advantages;
 # 3. `build_training_datums(...)` — one Datum per trajectory, zero-advantage ones left out;
 # 4. `pack_micro_batches(...)`, then for each micro-batch `forward_backward(weighted datums,
 #    "importance_sampling")` — gradients accumulate;
@@ -72,12 +74,11 @@ print(f"{sft.demonstrations} demonstrations ({sft.skipped} questions skipped: an
 
 # %%
 from helpers.train import TrainConfig, train
+from helpers.widgets.course import rollout_config
 
 grpo_config = TrainConfig(
     init_from=sft.state_path, max_steps=values["grpo_steps"], questions_per_batch=values["questions"],
-    group_size=max(values["group_size"], 2), max_search_calls=values["max_search_calls"],
-    max_assistant_turns=values["max_assistant_turns"], max_assistant_tokens=values["max_assistant_tokens"],
-    max_tool_response_tokens=values["max_tool_response_tokens"], max_trajectory_tokens=values["max_trajectory_tokens"],
+    rollout=rollout_config(values, group_size=max(values["group_size"], 2)),  # the profile's budgets
     save_every=0, out=str(runs / "grpo"), resume=False,
     skip=values["sft_questions"],  # GRPO learns on questions the SFT teacher did not script
 )

@@ -35,16 +35,14 @@ from IPython.display import display
 from helpers.analyse import compare, comparison_table, summarise, summary_table
 from helpers.eval import EvalConfig, evaluate
 from helpers.widgets import budgets
-from helpers.widgets.course import recall
+from helpers.widgets.course import recall, rollout_config
 
 values = budgets()
 trained = recall("training_09")
 checkpoint = (trained or {}).get("summary", {}).get("sampler_path")
 print("checkpoint from notebook 09:", checkpoint or "none — run notebook 09 first; the base model stands in for it")
-common = dict(split="test", limit=values["eval_questions"], max_search_calls=values["max_search_calls"],
-              max_assistant_turns=values["max_assistant_turns"], max_assistant_tokens=values["max_assistant_tokens"],
-              max_tool_response_tokens=values["max_tool_response_tokens"],
-              max_trajectory_tokens=values["max_trajectory_tokens"], temperature=0.0, seed=0)
+# the profile's budgets, greedy: one deterministic answer per question, the same for every model
+common = dict(split="test", limit=values["eval_questions"], rollout=rollout_config(values, temperature=0.0, group_size=1))
 common
 
 # %% [markdown]

@@ -157,10 +157,11 @@ import copy
 
 import matplotlib.pyplot as plt
 
-from helpers.rollout import assign_group_advantages
+from helpers.reward import assign_advantages
+from helpers.rollout import groups_of
 
-plain = [copy.copy(t) for t in group]
-assign_group_advantages(plain)
+plain = [copy.copy(t) for t in group]  # rewarded by exact match
+assign_advantages(groups_of(plain))
 gated_rows = eff.score_group(**eff.group_numbers(group),
                              config=eff.EfficiencyConfig(**{k: s.value for k, s in explorer.sliders.items()}))
 x = np.arange(len(group))
@@ -176,10 +177,12 @@ plt.tight_layout()
 # %% [markdown]
 # ## Training with it
 #
-# `helpers.efficiency.reward_step` is one GRPO step of notebook 09 with the gated reward applied
-# between `rollout_batch` and `build_training_datums` (every gated term is logged for both rewards,
-# so the two runs are comparable). `python -m helpers.efficiency compare` runs the same
-# configuration twice, once per reward, from the same start; a recorded run is kept in
+# The gated reward is a *reward function* of a group (`eff.GatedReward`, registered under the name
+# "gated"), so training with it is notebook 09's step with one setting changed:
+# `TrainConfig(reward="gated", reward_options={"lambda_tool": 0.2})`. The step scores each group with
+# it, then applies the same `assign_advantages` as for exact match. `python -m helpers.efficiency
+# compare` runs the same configuration twice, once per reward, from the same start (the plain run
+# logs every gated term too, so the two are comparable); a recorded run is kept in
 # `results/efficiency/` (a GPU run: the CPU is too slow for enough steps to see a trend).
 
 # %%
@@ -194,7 +197,7 @@ else:
     summary = None
     print("No recorded comparison in results/efficiency/ yet. To make one (a GPU is advised):\n"
           "  python -m helpers.efficiency compare --init-from <SFT state_path> --max-steps 20 \\\n"
-          "      --questions-per-batch 16 --group-size 8 --out results/efficiency")
+          "      --questions-per-batch 16 --rollout.group-size 8 --out results/efficiency")
 summary
 
 # %% [markdown]

@@ -136,8 +136,10 @@ explorer
 # %% [markdown]
 # ## Over a training run
 #
-# `helpers.efficiency.reward_step` measures the mismatch at every step, before the update (the
-# weights the sampler used). A recorded run is plotted when `results/efficiency/` has one, otherwise
+# `helpers.mismatch.MismatchObserver` is an observer of the training step: before each update (with
+# the weights the sampler used) it scores the step's trajectories with one trainer `forward` and adds
+# the `mismatch/...` numbers to the step's metrics — `train(config, observers=[MismatchObserver()])`.
+# The efficiency comparison (`python -m helpers.efficiency compare`) runs it on both rewards. A recorded run is plotted when `results/efficiency/` has one, otherwise
 # this notebook's own measurement.
 
 # %%

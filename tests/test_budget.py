@@ -93,14 +93,12 @@ def test_plot_draws_one_line_per_policy(tokenizer):
 
 
 def test_budget_command_merges_policies_into_one_file(monkeypatch, tmp_path, tokenizer):
-    import helpers.data
-    import helpers.engine
-    import helpers.search
+    import helpers.efficiency.cli as cli
 
     out = tmp_path / "sweep.json"
-    monkeypatch.setattr(helpers.engine, "connect", lambda backend=None: object())
-    monkeypatch.setattr(helpers.data, "load_examples", lambda split, limit=None: EXAMPLES[:1])
-    monkeypatch.setattr(helpers.search, "create_search_client", lambda backend: FakeSearchClient())
+    monkeypatch.setattr(cli, "connect", lambda backend=None: object())
+    monkeypatch.setattr(cli, "load_examples", lambda split, limit=None: EXAMPLES[:1])
+    monkeypatch.setattr(cli, "create_search_client", lambda backend: FakeSearchClient())
     sampler = ScriptedSamplingClient(tokenizer, obedient(wanted=1))
     sampler.get_tokenizer = lambda: tokenizer
     monkeypatch.setattr(eff, "sampling_client_for", lambda service, model, checkpoint: sampler)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -221,17 +222,24 @@ def make_trajectory(q, exact, calls, n_tokens, failed=None):
     return t
 
 
-def test_apply_to_trajectories_rewrites_reward_and_advantage_idempotently():
+def test_the_gated_reward_function_rewards_a_group_of_trajectories_idempotently():
     group = [make_trajectory(0, True, 1, 40), make_trajectory(0, True, 4, 40),
              make_trajectory(0, False, 2, 40)]
-    cfg = eff.EfficiencyConfig(lambda_len=0.0)
-    rows = eff.apply_efficiency_rewards(group, config=cfg, rng=0)
+    reward = eff.GatedReward(eff.EfficiencyConfig(lambda_len=0.0))
+    groups = groups_of(group)
+    terms = score(groups, reward)
+    rows = reward.breakdown(groups[0])
     assert [t.reward for t in group] == [r.reward for r in rows]
-    assert [r.length for r in rows] == [40, 40, 40]
+    assert [r.length for r in rows] == [40, 40, 40] and terms["eff/length_mean"] == 40
     assert group[0].reward > group[1].reward > group[2].reward  # extra searches cost a winner
+    assign_advantages(groups)
+    assert [t.advantage for t in group] == pytest.approx([r.advantage for r in rows])
     assert sum(t.advantage for t in group) == pytest.approx(0.0)
-    again = eff.apply_efficiency_rewards(group, config=cfg, rng=0)
-    assert [r.reward for r in again] == [r.reward for r in rows]
+    score(groups, reward)  # r_base comes from exact_match, not from the reward: the same again
+    assert [t.reward for t in group] == [r.reward for r in rows]
+    plain = eff.GatedReward(eff.EfficiencyConfig(lambda_len=0.0), use=False)
+    assert plain(groups[0]).rewards == [1.0, 1.0, 0.0]  # exact match, gated terms only logged
+    assert plain(groups[0]).components["eff/pen_tool_mean"] == [r.pen_tool for r in rows]
 
 
 def test_failed_search_count_is_read_from_the_trajectory():
@@ -240,19 +248,21 @@ def test_failed_search_count_is_read_from_the_trajectory():
     assert eff.failed_calls_of(make_trajectory(0, True, 3, 10)) == 0
 
 
-def test_batch_groups_by_question_and_uses_per_group_references():
+def test_each_group_draws_its_own_baseline_and_uses_its_reference_lengths():
     batch = [make_trajectory(q, q == 0 or i == 0, i, 10 + 10 * i) for q in (0, 1) for i in range(3)]
-    refs = {0: [20, 20, 20], 1: [100, 100, 100]}
-    rows = eff.apply_efficiency_rewards_batch(batch, reference_lengths=refs, step=3)
-    assert [r.reference_length for r in rows] == [20, 20, 20, 100, 100, 100]
-    for q in (0, 1):
-        assert sum(t.advantage for t in batch if t.question_index == q) == pytest.approx(0.0)
-    # the reward function of the training step gives the same rewards (here with the group's own lengths)
-    plain_rows = eff.apply_efficiency_rewards_batch(batch, step=3)
+    batch[3].example = SearchExample("other", "q?", ["Paris"], "nq")
+    reference = SimpleNamespace(for_groups=lambda groups: {"id": [20, 20, 20], "other": [100, 100, 100]})
+    reward = eff.GatedReward(eff.EfficiencyConfig(), reference=reference)
     groups = groups_of(batch, step=3)
-    terms = score(groups, eff.GatedReward(eff.EfficiencyConfig()))
-    assert [t.reward for g in groups for t in g.trajectories] == [r.reward for r in plain_rows]
-    assert terms["eff/pen_tool_mean"] == pytest.approx(np.mean([r.pen_tool for r in plain_rows]))
+    for g in groups:
+        g.example = g.trajectories[0].example
+    score(groups, reward)
+    rows = [row for g in groups for row in reward.breakdown(g)]
+    assert [r.reference_length for r in rows] == [20, 20, 20, 100, 100, 100]
+    for g in groups:  # seeded by (seed, step, question): reproducible, one baseline per group
+        expected = eff.score_group(**eff.group_numbers(g.trajectories), reference_lengths=[20, 20, 20]
+                                   if g.index == 0 else [100, 100, 100], rng=np.random.default_rng([0, 3, g.index]))
+        assert [t.reward for t in g.trajectories] == [r.reward for r in expected]
 
 
 def test_a_group_whose_gated_rewards_are_all_equal_yields_no_datums():

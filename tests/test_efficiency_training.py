@@ -69,8 +69,8 @@ def tokenizer():
 
 
 def session(tokenizer, tmp_path=None, **overrides):
-    config = TrainConfig(model="smollm2-135m", questions_per_batch=1, group_size=4, max_search_calls=4,
-                         max_assistant_turns=6, max_assistant_tokens=64, **overrides)
+    config = TrainConfig(model="smollm2-135m", questions_per_batch=1, rollout=dict(
+        group_size=4, max_search_calls=4, max_assistant_turns=6, max_assistant_tokens=64), **overrides)
     run = RunDir(tmp_path or config.out) if tmp_path else None
     return TrainingSession(config, None, FakeTrainer(tokenizer), tokenizer, FakeSearchClient(), list(BATCH), run)
 

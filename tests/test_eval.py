@@ -21,7 +21,7 @@ def test_lenient_match_is_normalised_and_word_bounded():
 
 
 def test_eval_config_uses_one_trajectory_per_question_and_the_same_budgets():
-    config = EvalConfig(max_search_calls=3, max_assistant_turns=4, max_trajectory_tokens=2048, search_budget=2)
+    config = EvalConfig(rollout=dict(max_search_calls=3, max_assistant_turns=4, max_trajectory_tokens=2048, search_budget=2))
     rollout = config.rollout_config()
     assert rollout.group_size == 1
     assert (rollout.max_search_calls, rollout.max_assistant_turns, rollout.max_trajectory_tokens) == (3, 4, 2048)

@@ -98,3 +98,14 @@ def test_normalisation_is_idempotent_and_matches_itself(answer):
     if len(f"Answer: {answer}".splitlines()) == 1 and once and "<tool_call>" not in answer:
         variant = answer.upper() if answer.isascii() else answer
         assert score_answer(f"Answer: {answer}", [f"'{variant}'!"]).reward in {1.0, FORMAT_PENALTY}
+
+
+def test_one_matcher_finds_a_gold_answer_inside_a_text_on_word_boundaries():
+    from helpers.reward import contains_answer, matching_answer
+
+    assert matching_answer("It was built by Gustave Eiffel in 1889.", ["1887", "1889"]) == "1889"
+    assert not contains_answer("in 18890 years", ["1889"])  # whole words only
+    assert contains_answer("«Théâtre de l’Odéon», Paris", ["Theatre", "théâtre de l'Odéon"])  # Unicode punctuation
+    assert not contains_answer("the answer", ["The"])  # an answer that normalises to nothing matches nothing
+    corpus = normalize_answer("The Eiffel Tower, Paris.")
+    assert contains_answer(corpus, ["eiffel tower"], normalized=True)

@@ -25,8 +25,8 @@ from helpers.rollout import (
     rollout_batch,
     rollout_groups,
     token_table,
-    trajectory_tree,
 )
+from helpers.widgets.adapters import trajectory_tree
 from test_rollout_doubles import FakeSearchClient, ScriptedSamplingClient, call
 
 EXAMPLES = [
@@ -92,7 +92,8 @@ def test_groups_branch_from_a_shared_root_and_end_for_the_right_reason(tokenizer
             assert record.query in record.content and trajectory.turns[record.turn_index].query == record.query
         check_continuity(trajectory)
     stats = batch.stats
-    assert stats.trajectories == 8 and stats.search_calls == 6 and stats.degenerate_groups == 0
+    assert stats.trajectories == 8 and stats.search_calls == 6
+    assert not any(group.degenerate for group in groups_of(batch))
     assert stats.end_reasons == {"answer": 4, "invalid": 2, "search_budget": 2}
     assert stats.turns == 3 and stats.sample_requests == 2 + 4 + 2
     assert stats.sampled_tokens == sum(len(t.completion_tokens) for tr in batch for t in tr.turns)
@@ -255,7 +256,7 @@ def test_identical_first_turns_share_a_node_in_the_tree(tokenizer):
     batch, _, _ = run(tokenizer, script=lambda prompt, index: "Answer: Paris")
     tree = trajectory_tree(batch[:4])
     assert len(tree["root"]["children"]) == 1 and tree["root"]["children"][0]["branches"] == [0, 1, 2, 3]
-    assert tree["degenerate"] and batch.stats.degenerate_groups == 2
+    assert tree["degenerate"] and sum(group.degenerate for group in groups_of(batch)) == 2
 
 
 def _walk(node):

@@ -11,7 +11,8 @@ import pytest
 from helpers.search import SearchItem, SearchResult, create_search_client, format_item, format_results
 from helpers.search import local
 from helpers.search.format import NO_RESULTS, cut
-from helpers.search.quality import answer_in, format_quality, normalize, retrieval_quality
+from helpers.reward import normalize_answer as normalize
+from helpers.search.quality import answer_in, format_quality, retrieval_quality
 
 FIXTURES = Path(__file__).parent / "fixtures" / "search"
 

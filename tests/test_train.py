@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.data import SearchExample
-from helpers.rollout import AssistantTurn, Trajectory
+from helpers.rollout import AssistantTurn, RolloutConfig, Trajectory
 from helpers.train import (
     MAX_TRAIN_CONTEXT_TOKENS,
     TrainConfig,
@@ -193,14 +193,37 @@ def test_cli_flags_map_to_config():
     parser = argparse.ArgumentParser()
     add_config_arguments(parser, TrainConfig)
     args = parser.parse_args(
-        ["--max-steps", "3", "--group-size", "4", "--learning-rate", "1e-4", "--backend", "pytrio",
-         "--search-backend", "local", "--init-from", "ckpt", "--no-resume", "--max-minutes", "2.5"]
+        ["--max-steps", "3", "--rollout.group-size", "4", "--learning-rate", "1e-4", "--backend", "pytrio",
+         "--search-backend", "local", "--init-from", "ckpt", "--no-resume", "--max-minutes", "2.5",
+         "--rollout.max-search-calls", "2"]
     )
     config = config_from_args(TrainConfig, args)
-    assert (config.max_steps, config.group_size, config.learning_rate) == (3, 4, 1e-4)
+    assert (config.max_steps, config.rollout.group_size, config.learning_rate) == (3, 4, 1e-4)
+    assert config.rollout.max_search_calls == 2 and config.rollout.max_assistant_turns == RolloutConfig().max_assistant_turns
     assert (config.backend, config.init_from, config.resume, config.max_minutes) == ("pytrio", "ckpt", False, 2.5)
     assert config.rollout_config(2).group_size == 4
     assert config.rollout_config(2).seed != config.rollout_config(3).seed
+    with pytest.raises(SystemExit):  # the budgets live under rollout.: a flat name is an error
+        parser.parse_args(["--max-search-calls", "2"])
+
+
+def test_budgets_are_declared_once_and_an_unknown_name_is_an_error():
+    from helpers.eval import EvalConfig
+    from helpers.runs import updated
+
+    assert TrainConfig().rollout == RolloutConfig()  # training uses the rollout's defaults as they are
+    evaluation = EvalConfig().rollout
+    assert (evaluation.temperature, evaluation.group_size) == (0.0, 1)  # greedy, one answer per question
+    assert evaluation.max_trajectory_tokens == RolloutConfig().max_trajectory_tokens
+    config = updated(TrainConfig(), rollout={"max_search_calls": 2}, learning_rate=1e-4)
+    assert config.rollout.max_search_calls == 2 and config.rollout.group_size == RolloutConfig().group_size
+    with pytest.raises(ValueError, match="RolloutConfig has no field \\['max_serach_calls'\\]"):
+        updated(TrainConfig(), rollout={"max_serach_calls": 2})
+    with pytest.raises(ValueError, match="no field"):
+        updated(TrainConfig(), group_size=4)
+    with pytest.raises(TypeError):
+        TrainConfig(max_search_calls=2)
+    assert TrainConfig(rollout={"group_size": 2}).rollout.group_size == 2  # a dict (JSON, presets) is read by name
 
 
 def test_the_first_step_does_not_predict_the_time_of_later_steps():

@@ -43,9 +43,10 @@ def test_one_grpo_step_updates_the_policy_and_resumes(tmp_path, monkeypatch, sma
     from helpers.train import TrainConfig, open_session, train
 
     config = TrainConfig(
-        model=small_model_name, backend="local", max_steps=1, questions_per_batch=1, group_size=2,
-        max_search_calls=1, max_assistant_turns=1, max_assistant_tokens=6, max_tool_response_tokens=200,
-        max_trajectory_tokens=1024, lora_rank=4, learning_rate=1e-3, save_every=1, out=str(tmp_path / "run"),
+        model=small_model_name, backend="local", max_steps=1, questions_per_batch=1,
+        rollout=dict(group_size=2, max_search_calls=1, max_assistant_turns=1, max_assistant_tokens=6,
+                     max_tool_response_tokens=200, max_trajectory_tokens=1024),
+        lora_rank=4, learning_rate=1e-3, save_every=1, out=str(tmp_path / "run"),
     )
     example = SearchExample(id="t1", question="What is the capital of France?", answers=["Paris"], data_source="nq")
     session = open_session(config, search_client=TinySearch(), examples=[example])

@@ -15,13 +15,13 @@ def test_presets_share_budgets_between_grpo_and_eval():
         plan = make_plan(name, f"/tmp/x-{name}")
         for field in ("max_search_calls", "max_assistant_turns", "max_assistant_tokens",
                       "max_tool_response_tokens", "max_trajectory_tokens"):
-            assert getattr(plan.grpo, field) == getattr(plan.eval, field), (name, field)
+            assert getattr(plan.grpo.rollout, field) == getattr(plan.eval.rollout, field), (name, field)
         assert plan.grpo.model == plan.sft.model == plan.eval.model
         assert plan.sft.split == "train" and plan.grpo.split == "train" and plan.eval.split == "test"
-        assert plan.grpo.max_trajectory_tokens <= 8192
+        assert plan.grpo.rollout.max_trajectory_tokens <= 8192
     h200 = make_plan("h200", "results/h200")
     assert h200.grpo.model == "qwen2.5-0.5b" and h200.work == Path("runs/h200")
-    assert h200.grpo.questions_per_batch * h200.grpo.group_size == 128
+    assert h200.grpo.questions_per_batch * h200.grpo.rollout.group_size == 128
     assert h200.grpo.skip >= h200.sft.limit  # GRPO never trains on questions SFT scripted
 
 
@@ -67,6 +67,12 @@ def test_overrides_are_typed_and_checked():
                                                "grpo.resume=false", "eval.limit=none"])
     assert plan.grpo.learning_rate == 3e-5 and plan.sft.epochs == 3 and plan.grpo.resume is False
     assert plan.eval.limit is None
+    nested = make_plan("h200", "o", overrides=["grpo.rollout.max_search_calls=2", "grpo.reward=gated",
+                                                 'grpo.reward_options={"lambda_tool": 0.3}'])
+    assert nested.grpo.rollout.max_search_calls == 2 and nested.eval.rollout.max_search_calls == 3
+    assert nested.grpo.reward_fn().config.lambda_tool == 0.3
+    with pytest.raises(SystemExit, match="no field"):
+        make_plan("h200", "o", overrides=["grpo.rollout.max_serach_calls=2"])
     with pytest.raises(SystemExit, match="no field"):
         make_plan("h200", "o", overrides=["grpo.lr=1"])
     with pytest.raises(SystemExit, match="lora_rank"):

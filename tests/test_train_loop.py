@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 import helpers.train as train_module
@@ -92,7 +91,7 @@ def session_for(tmp_path, log, config):
 
 
 def test_step_order_metrics_and_kill_resume(tmp_path, monkeypatch):
-    config = TrainConfig(max_steps=5, questions_per_batch=3, group_size=2, save_every=2, out=str(tmp_path / "run"))
+    config = TrainConfig(max_steps=5, questions_per_batch=3, rollout=dict(group_size=2), save_every=2, out=str(tmp_path / "run"))
 
     # Uninterrupted reference run: which questions each step sees.
     reference_calls: list = []
@@ -134,7 +133,7 @@ def test_metrics_row_has_the_seed_fields(tmp_path, monkeypatch):
     calls: list = []
     monkeypatch.setattr(train_module, "rollout_groups", fake_rollout(calls))
     seen: list = []
-    config = TrainConfig(max_steps=1, questions_per_batch=2, group_size=4, save_every=0, out=str(tmp_path / "m"))
+    config = TrainConfig(max_steps=1, questions_per_batch=2, rollout=dict(group_size=4), save_every=0, out=str(tmp_path / "m"))
     train(config, on_step=seen.append, session=session_for(tmp_path, [], config), progress=False)
     row = json.loads((tmp_path / "m" / "metrics.jsonl").read_text().splitlines()[0])
     assert seen and seen[0]["step"] == row["step"] == 0
@@ -159,7 +158,7 @@ def test_metrics_row_has_the_seed_fields(tmp_path, monkeypatch):
 def test_mixed_batches_log_exact_match_and_second_searches_per_source(tmp_path, monkeypatch):
     monkeypatch.setattr(train_module, "rollout_groups", fake_rollout([]))
     mixed = [SearchExample(id="h0", question="q?", answers=["right"], data_source="hotpotqa"), *EXAMPLES[:1]]
-    config = TrainConfig(max_steps=1, questions_per_batch=2, group_size=4, save_every=0, out=str(tmp_path / "s"),
+    config = TrainConfig(max_steps=1, questions_per_batch=2, rollout=dict(group_size=4), save_every=0, out=str(tmp_path / "s"),
                          balance_sources=True)
     session = session_for(tmp_path, [], config)
     session.examples = mixed

@@ -51,9 +51,10 @@ def test_a_grpo_step_gives_the_recorded_datums(tmp_path, monkeypatch, small_mode
     torch.set_num_threads(2)
     expected = json.loads(FIXTURE.read_text())
     config = TrainConfig(
-        model=small_model_name, backend="local", max_steps=1, questions_per_batch=2, group_size=4,
-        max_search_calls=1, max_assistant_turns=2, max_assistant_tokens=12, max_tool_response_tokens=200,
-        max_trajectory_tokens=1024, lora_rank=4, learning_rate=1e-3, save_every=0, seed=3,
+        model=small_model_name, backend="local", max_steps=1, questions_per_batch=2,
+        rollout=dict(group_size=4, max_search_calls=1, max_assistant_turns=2, max_assistant_tokens=12,
+                     max_tool_response_tokens=200, max_trajectory_tokens=1024),
+        lora_rank=4, learning_rate=1e-3, save_every=0, seed=3,
         out=str(tmp_path / "run"), resume=False,
     )
     examples = [SearchExample(id="t1", question="What is the capital of France?", answers=["Paris"], data_source="nq"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -69,7 +70,7 @@ def step(monkeypatch, config, batch, extra=(), **kwargs):
 
 
 def test_without_dynamic_sampling_every_group_is_kept_and_one_rollout_runs(monkeypatch):
-    config = TrainConfig(questions_per_batch=3, group_size=4)
+    config = TrainConfig(questions_per_batch=3, rollout=dict(group_size=4))
     metrics, groups, seen, trainer = step(monkeypatch, config, EXAMPLES[:3], extra=EXAMPLES[3:9])
     assert len(seen) == 1 and [g.example.id for g in groups] == ["s0", "n1", "n2"]
     assert metrics["informative_groups"] == 1 and metrics["degenerate_group_share"] == pytest.approx(2 / 3)
@@ -78,7 +79,7 @@ def test_without_dynamic_sampling_every_group_is_kept_and_one_rollout_runs(monke
 
 
 def test_dynamic_sampling_draws_until_the_quota_has_signal(monkeypatch):
-    config = TrainConfig(questions_per_batch=3, group_size=4, dynamic_sampling=True, dynamic_sampling_rounds=4)
+    config = TrainConfig(questions_per_batch=3, rollout=dict(group_size=4), dynamic_sampling=True, dynamic_sampling_rounds=4)
     extra = EXAMPLES[3:12]  # s3, n4, n5 | s6, n7, n8 | s9, n10, n11
     metrics, groups, seen, trainer = step(monkeypatch, config, EXAMPLES[:3], extra=extra)
     assert [ids for ids, _ in seen] == [["s0", "n1", "n2"], ["s3", "n4", "n5"], ["s6", "n7", "n8"]]
@@ -95,7 +96,7 @@ def test_dynamic_sampling_draws_until_the_quota_has_signal(monkeypatch):
 
 
 def test_dynamic_sampling_stops_after_its_rounds_and_skips_questions_already_in_the_step(monkeypatch):
-    config = TrainConfig(questions_per_batch=3, group_size=2, dynamic_sampling=True, dynamic_sampling_rounds=2)
+    config = TrainConfig(questions_per_batch=3, rollout=dict(group_size=2), dynamic_sampling=True, dynamic_sampling_rounds=2)
     extra = [EXAMPLES[0], *EXAMPLES[1:3], EXAMPLES[4]]  # s0 again: not drawn twice in one step
     metrics, groups, seen, _ = step(monkeypatch, config, [EXAMPLES[1], EXAMPLES[2], EXAMPLES[4]], extra=extra)
     assert [ids for ids, _ in seen] == [["n1", "n2", "n4"], ["s0"]]
@@ -122,7 +123,7 @@ def test_a_reward_chosen_by_name_and_its_components_reach_the_metrics(monkeypatc
 
     register_reward("test-length-bonus", length_bonus)
     assert "test-length-bonus" in reward_names() and "gated" in reward_names()
-    config = TrainConfig(questions_per_batch=2, group_size=3, reward="test-length-bonus", reward_options={"scale": 2.0})
+    config = TrainConfig(questions_per_batch=2, rollout=dict(group_size=3), reward="test-length-bonus", reward_options={"scale": 2.0})
     metrics, groups, _, _ = step(monkeypatch, config, EXAMPLES[:2])
     assert [t.reward for t in groups[1].trajectories] == [0.0, 2.0, 4.0]
     assert metrics["test/bonus_mean"] == pytest.approx(2.0) and metrics["informative_groups"] == 2
@@ -152,7 +153,7 @@ class Recorder:
         return {"recorder/seen": len(context.trajectories)}
 
     def on_step(self, metrics, config):
-        self.events.append(("step", metrics["step"], metrics["recorder/seen"], config.group_size))
+        self.events.append(("step", metrics["step"], metrics["recorder/seen"], config.rollout.group_size))
 
     def close(self):
         self.events.append(("close",))
@@ -160,7 +161,7 @@ class Recorder:
 
 def test_observers_see_each_step_before_the_update_and_after_it_and_are_closed(monkeypatch, tmp_path):
     monkeypatch.setattr(train_module, "rollout_groups", fake_rollout([]))
-    config = TrainConfig(max_steps=2, questions_per_batch=2, group_size=2, save_every=0, out=str(tmp_path / "run"))
+    config = TrainConfig(max_steps=2, questions_per_batch=2, rollout=dict(group_size=2), save_every=0, out=str(tmp_path / "run"))
     session = TrainingSession(config, None, FakeTrainer(), None, None, EXAMPLES[:4], RunDir(config.out))
     recorder, plain = Recorder(), []
     train(config, session=session, progress=False, observers=[recorder, lambda m, c: plain.append(m["step"])])
@@ -206,3 +207,17 @@ def test_synthetic_share_mixes_that_many_synthetic_questions_into_every_step():
     assert batches[4] == train_module.step_questions(_session(mixed, real, synthetic), 4)
     # every synthetic question is met within one pass over the synthetic pool
     assert {e.id for batch in batches for e in batch if e.data_source == "synthetic"} == {e.id for e in synthetic}
+
+
+def test_config_flags_read_back_into_the_same_config():
+    """How results/run.sh hands the preset's GRPO settings to the efficiency comparison."""
+    from helpers.experiment import make_plan
+    from helpers.runs import config_flags
+
+    grpo = make_plan("h200", "x").grpo
+    grpo = dataclasses.replace(grpo, reward="gated", reward_options={"lambda_tool": 0.3, "seed": 2})
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, TrainConfig)
+    flags = config_flags(grpo)
+    assert "--rollout.max-search-calls" in flags and "--balance-sources" in flags
+    assert config_from_args(TrainConfig, parser.parse_args(flags)) == grpo

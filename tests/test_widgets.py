@@ -120,10 +120,7 @@ def fake_trajectory(advantage=0.5):
                                      {"role": "assistant", "content": turn2.text}])
 
 
-def test_token_rows_roles_follow_the_observation_mask(monkeypatch):
-    import helpers.rollout
-
-    monkeypatch.delattr(helpers.rollout, "token_table", raising=False)
+def test_token_rows_roles_follow_the_observation_mask():
     rows = token_rows(fake_trajectory())
     assert [row["role"] for row in rows] == ["prompt"] * 5 + ["assistant"] * 3 + ["observation"] * 4 + ["assistant"] * 2
     assert [row["mask"] for row in rows] == [0] * 5 + [1] * 3 + [0] * 4 + [1] * 2
@@ -134,10 +131,7 @@ def test_token_rows_roles_follow_the_observation_mask(monkeypatch):
     assert strip.summary["observation"] == 4
 
 
-def test_token_rows_refuse_a_broken_prefix(monkeypatch):
-    import helpers.rollout
-
-    monkeypatch.delattr(helpers.rollout, "token_table", raising=False)
+def test_token_rows_refuse_a_broken_prefix():
     trajectory = fake_trajectory()
     trajectory.turns[1].prompt_tokens[2] = 99
     with pytest.raises(ValueError, match="continuity"):

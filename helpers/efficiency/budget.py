@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+from helpers.rollout import RolloutConfig, rollout_batch
 
 BUDGETS = tuple(range(11))  # b = 0 (no search: parametric knowledge only) ... 10 (generous)
 
@@ -60,7 +61,6 @@ def budget_config(budget: int, base: Any = None) -> Any:
     """
     import dataclasses
 
-    from helpers.rollout import RolloutConfig
 
     if budget < 0:
         raise ValueError(f"a search budget is a number of calls >= 0, got {budget}")
@@ -92,7 +92,6 @@ def budget_sweep(
 
     from tqdm.auto import tqdm
 
-    from helpers.rollout import rollout_batch
 
     if not examples:
         raise ValueError("budget_sweep needs at least one example question")

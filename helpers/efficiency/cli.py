@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from helpers import config as course_config
+from helpers.data import load_examples
 from helpers.efficiency.budget import BUDGETS
+from helpers.efficiency.report import write_report
 from helpers.efficiency.rewards import EfficiencyConfig
+from helpers.engine import connect
+from helpers.rollout import RolloutConfig
+from helpers.runs import add_config_arguments, config_from_args
+from helpers.search import create_search_client
 from helpers.tracking import DEFAULT_TRACKER, TRACKERS, open_tracker
+from helpers.train import TrainConfig
+
+SWEEP_ROLLOUT = RolloutConfig(temperature=0.6, max_assistant_turns=12, max_tool_response_tokens=512,
+                              max_trajectory_tokens=8192)
 
 
 def sampling_client_for(service: Any, model: str, checkpoint: str | None) -> Any:
@@ -21,21 +36,15 @@ def sampling_client_for(service: Any, model: str, checkpoint: str | None) -> Any
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
-    """python -m helpers.efficiency compare | budget  (see --help of each)."""
-    import argparse
-    import json
-    from pathlib import Path
-
+    """python -m helpers.efficiency compare | budget | report  (see --help of each)."""
     # `package.<name>`: looked up on helpers.efficiency, so tests can patch eff.<name> as before
     from helpers import efficiency as package
-    from helpers.runs import add_config_arguments, config_from_args
-    from helpers.train import TrainConfig
 
     parser = argparse.ArgumentParser(prog="python -m helpers.efficiency")
     sub = parser.add_subparsers(dest="command", required=True)
     compare = sub.add_parser("compare", help="GRPO with the plain and with the gated reward")
     add_config_arguments(compare, TrainConfig, TrainConfig(max_steps=10, questions_per_batch=4,
-                                                            group_size=4, out="results/efficiency"))
+                                                            rollout=RolloutConfig(group_size=4), out="results/efficiency"))
     compare.add_argument("--rewards", default="exact_match,gated")
     compare.add_argument("--length-reference", default="group", choices=("group", "initial"))
     for f in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty"):
@@ -48,10 +57,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
     budget.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     budget.add_argument("--split", default="test")
     budget.add_argument("--limit", type=int, default=50)
-    budget.add_argument("--max-assistant-tokens", type=int, default=256)
-    budget.add_argument("--max-tool-response-tokens", type=int, default=512)
-    budget.add_argument("--max-trajectory-tokens", type=int, default=8192)
-    budget.add_argument("--temperature", type=float, default=0.6)
+    # the sweep's own rollout: room for up to 10 searches, and some sampling spread
+    add_config_arguments(budget, RolloutConfig, SWEEP_ROLLOUT, prefix="rollout.")
     budget.add_argument("--out", default="results/efficiency/budget_sweep.json")
     budget.add_argument("--tracker", default=DEFAULT_TRACKER, choices=TRACKERS,
                         help="also send each policy's curve (x axis: the budget) to a tracker")
@@ -60,8 +67,6 @@ def main(argv: Sequence[str] | None = None) -> Any:
     args = parser.parse_args(argv)
 
     if args.command == "report":
-        from helpers.efficiency.report import write_report
-
         path = write_report(args.dir)
         print(f"report: {path}")
         return path
@@ -72,27 +77,17 @@ def main(argv: Sequence[str] | None = None) -> Any:
             "lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty")})
         summaries = {}
         for reward in args.rewards.split(","):
-            import dataclasses
-
             cfg = dataclasses.replace(train_config, out=str(Path(train_config.out) / reward))
             summaries[reward] = package.train_with_reward(cfg, reward, efficiency=eff_config,
                                                   length_reference=args.length_reference)
         print(json.dumps(summaries, indent=2, default=str))
         return summaries
 
-    from helpers import config as course_config
-    from helpers.data import load_examples
-    from helpers.engine import connect
-    from helpers.rollout import RolloutConfig
-    from helpers.search import create_search_client
-
     model = args.model or course_config.default_model()
     service = connect()
     examples = load_examples(args.split, limit=args.limit)
     search_client = create_search_client("local")
-    base = RolloutConfig(temperature=args.temperature, max_assistant_tokens=args.max_assistant_tokens,
-                         max_tool_response_tokens=args.max_tool_response_tokens,
-                         max_trajectory_tokens=args.max_trajectory_tokens, max_assistant_turns=12)
+    base = config_from_args(RolloutConfig, args, SWEEP_ROLLOUT, prefix="rollout.")
     budgets = [int(b) for b in args.budgets.split(",")]
     # one command per policy is fine: points already in --out for other policies are kept
     points = package.load_budget_points(args.out)

@@ -10,6 +10,10 @@ A hand-written `NOTES.md` in the folder (what the run shows, caveats) is appende
 from __future__ import annotations
 
 from pathlib import Path
+from helpers.analyse import first_last_quarter
+from helpers.efficiency.budget import load_budget_points, plot_tool_efficiency
+from helpers.efficiency.training import REWARDS, load_metrics, plot_reward_comparison
+from helpers.mismatch import MismatchHistory
 
 COMPARED = ("search_calls_mean", "multi_search_share", "assistant_tokens_mean", "trajectory_tokens_mean",
             "exact_match", "reward_mean", "eff/pen_tool_mean", "eff/pen_len_mean",
@@ -22,10 +26,6 @@ def write_report(folder: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from helpers.analyse import first_last_quarter
-    from helpers.efficiency.budget import load_budget_points, plot_tool_efficiency
-    from helpers.efficiency.training import REWARDS, load_metrics, plot_reward_comparison
-    from helpers.mismatch import MismatchHistory
 
     folder = Path(folder)
     runs = {name: load_metrics(folder / name) for name in REWARDS if (folder / name / "metrics.jsonl").exists()}

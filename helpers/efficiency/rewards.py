@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from helpers.reward import GroupRewards, group_advantages, outcome_reward, register_reward
-from helpers.rollout import groups_of
 
 PreferenceFn = Callable[[Any], float]
 
@@ -250,11 +249,7 @@ def score_group(
 
 def failed_calls_of(trajectory: Any) -> int:
     """Failed searches of a Trajectory (0 when the rollout did not record them)."""
-    for name in ("failed_searches", "failed_search_calls", "search_failures"):
-        value = getattr(trajectory, name, None)
-        if value is not None:
-            return int(value)
-    return 0
+    return int(getattr(trajectory, "failed_searches", 0) or 0)
 
 
 def generated_length(trajectory: Any) -> int:
@@ -262,60 +257,23 @@ def generated_length(trajectory: Any) -> int:
     return sum(len(turn.completion_tokens) for turn in trajectory.turns)
 
 
-def apply_efficiency_rewards(
-    group: Sequence[Any],
-    *,
-    config: EfficiencyConfig = EfficiencyConfig(),
-    preference_fn: PreferenceFn | None = None,
-    reference_lengths: Sequence[float] | None = None,
-    rng: np.random.Generator | int | None = None,
-) -> list[EfficiencyBreakdown]:
-    """Rewrite reward and advantage of one group of Trajectory objects with the gated reward.
+def group_numbers(group: Sequence[Any]) -> dict[str, list]:
+    """The inputs of `score_group` read off a group of Trajectory objects.
 
-    r_base comes from `trajectory.exact_match` (not from `reward`), so applying this twice
-    gives the same result. Returns the per-trajectory breakdown.
+    r_base comes from `exact_match` (not from `reward`), so scoring twice gives the same result.
     """
-    rows = score_group(
-        r_base=[int(bool(t.exact_match)) for t in group],
-        calls=[int(t.search_calls) for t in group],
-        lengths=[generated_length(t) for t in group],
-        failed=[failed_calls_of(t) for t in group],
-        preferences=None if preference_fn is None else [float(preference_fn(t)) for t in group],
-        reference_lengths=reference_lengths,
-        valid_format=[bool(getattr(t, "valid_format", True)) for t in group],
-        config=config,
-        rng=rng,
-    )
-    for trajectory, row in zip(group, rows):
-        trajectory.reward = row.reward
-        trajectory.advantage = row.advantage
-    return rows
-
-
-def apply_efficiency_rewards_batch(
-    trajectories: Sequence[Any],
-    *,
-    config: EfficiencyConfig = EfficiencyConfig(),
-    preference_fn: PreferenceFn | None = None,
-    reference_lengths: dict[int, Sequence[float]] | None = None,
-    step: int = 0,
-) -> list[EfficiencyBreakdown]:
-    """Apply the gated reward to every group of a rollout batch (grouped by question_index).
-
-    Each group draws its baseline from its own generator seeded by (config.seed, step, question),
-    so a run is reproducible and groups do not share one baseline.
-    reference_lengths maps question_index to one reference length per group member.
-    """
-    rows: list[EfficiencyBreakdown] = []
-    for group in groups_of(trajectories, step):
-        refs = None if reference_lengths is None else reference_lengths.get(group.index)
-        rows.extend(apply_efficiency_rewards(group.trajectories, config=config, preference_fn=preference_fn,
-                                             reference_lengths=refs, rng=group_rng(config, group)))
-    return rows
+    return {
+        "r_base": [int(bool(t.exact_match)) for t in group],
+        "calls": [int(t.search_calls) for t in group],
+        "failed": [failed_calls_of(t) for t in group],
+        "lengths": [generated_length(t) for t in group],
+        "valid_format": [bool(getattr(t, "valid_format", True)) for t in group],
+    }
 
 
 def group_rng(config: EfficiencyConfig, group: Any) -> np.random.Generator:
-    """The tool baseline's generator of one group: seeded by (config.seed, step, question)."""
+    """The tool baseline's generator of one group: seeded by (config.seed, step, question), so a run
+    is reproducible and groups do not share one baseline."""
     return np.random.default_rng([config.seed, group.step, group.index])
 
 
@@ -345,19 +303,16 @@ class GatedReward:
         if self.reference is not None:
             self.references = self.reference.for_groups(groups)
 
+    def breakdown(self, group: Any) -> list[EfficiencyBreakdown]:
+        """Every term of R for each trajectory of `group`, with its advantage."""
+        preferences = None if self.preference_fn is None else [float(self.preference_fn(t)) for t in group]
+        return score_group(**group_numbers(group.trajectories), preferences=preferences,
+                           reference_lengths=self.references.get(group.example.id), config=self.config,
+                           rng=group_rng(self.config, group))
+
     def __call__(self, group: Any) -> GroupRewards:
+        rows = self.breakdown(group)
         trajectories = group.trajectories
-        rows = score_group(
-            r_base=[int(bool(t.exact_match)) for t in trajectories],
-            calls=[int(t.search_calls) for t in trajectories],
-            lengths=[generated_length(t) for t in trajectories],
-            failed=[failed_calls_of(t) for t in trajectories],
-            preferences=None if self.preference_fn is None else [float(self.preference_fn(t)) for t in trajectories],
-            reference_lengths=self.references.get(group.example.id),
-            valid_format=[bool(t.valid_format) for t in trajectories],
-            config=self.config,
-            rng=group_rng(self.config, group),
-        )
         components = {f"eff/{name}_mean": [float(getattr(row, name)) for row in rows] for name in COMPONENTS}
         components["eff/gated_reward_mean"] = [row.reward for row in rows]
         if self.use:

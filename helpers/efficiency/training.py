@@ -90,7 +90,10 @@ def train_with_reward(
         raise ValueError(f"length_reference must be 'group' or 'initial', got {length_reference!r}")
     out = Path(config.out)
     work_dir = Path(work or Path("runs") / "efficiency" / out.name)
-    run_config = dataclasses.replace(config, resume=False, out=str(work_dir), save_every=0)
+    # the recorded config names the reward the run trains on
+    options = asdict(efficiency) if reward == "gated" else {}
+    run_config = dataclasses.replace(config, resume=False, out=str(work_dir), save_every=0, reward=reward,
+                                     reward_options=options)
     if session is None:
         session = open_session(run_config)
     else:  # a session opened by the caller: run it fresh in the work folder
@@ -118,7 +121,7 @@ def train_with_reward(
         "sampler_path": summary.get("sampler_path"),
         "model": config.resolved_model(),
         "efficiency": asdict(efficiency),
-        "train": asdict(config),
+        "train": asdict(dataclasses.replace(run_config, out=config.out)),
     }
     write_json(out / "summary.json", result)
     return result

@@ -12,8 +12,7 @@ from helpers.efficiency.rewards import (
     EfficiencyConfig,
     baseline_range,
     effective_calls,
-    failed_calls_of,
-    generated_length,
+    group_numbers,
     score_group,
 )
 
@@ -43,17 +42,6 @@ def breakdown_html(rows: Sequence[EfficiencyBreakdown], labels: Sequence[str] | 
                                     for c in cells) + f"<td>{bar}</td></tr>")
     out.append("</table>")
     return "".join(out)
-
-
-def group_numbers(group: Sequence[Any]) -> dict[str, list]:
-    """The inputs of `score_group` read off a group of Trajectory objects."""
-    return {
-        "r_base": [int(bool(t.exact_match)) for t in group],
-        "calls": [int(t.search_calls) for t in group],
-        "failed": [failed_calls_of(t) for t in group],
-        "lengths": [generated_length(t) for t in group],
-        "valid_format": [bool(getattr(t, "valid_format", True)) for t in group],
-    }
 
 
 def penalty_explorer(

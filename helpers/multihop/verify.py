@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable
 
 from helpers.multihop.facts import clean_title
-from helpers.search.quality import normalize
+from helpers.reward import normalize_answer as normalize
 
 CHECKS = ("answer_in_last_not_first", "names_hidden", "needs_second_search", "held_out_passages",
           "held_out_text", "solvers", "repeats")

@@ -12,25 +12,17 @@ Two numbers per dataset and k:
 from __future__ import annotations
 
 import argparse
-import re
-import string
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 from helpers import config
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
-
-
-def normalize(text: str) -> str:
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split())
+from helpers.reward import contains_answer
 
 
 def answer_in(passages_text: list[str], answers: list[str]) -> bool:
-    haystack = f" {normalize(' '.join(passages_text))} "
-    return any(f" {normalize(a)} " in haystack for a in answers if normalize(a))
+    """Some gold answer occurs in the passages, matched as the reward matches answers."""
+    return contains_answer(" ".join(passages_text), answers)
 
 
 def retrieval_quality(rows: list[dict], index, ks: tuple[int, ...] = (1, 3, 5, 10),

@@ -1,25 +1,27 @@
 """Turn rollout objects into the plain data the widgets draw.
 
 Works on anything shaped like `helpers.rollout.Trajectory` (duck-typed), so the widgets and
-their tests never need a model. When `helpers.rollout` provides `token_table`, its rows are used.
+their tests never need a model; token rows and trees come from `helpers.rollout` itself.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from helpers.protocol import parse_assistant
+from helpers.rollout import Trajectory, groups_of, token_table
 from helpers.widgets.tokens import normalise_rows
+
+__all__ = ["advantage_groups", "groups_of", "leaf_data", "token_rows", "trajectory_tree", "tree_data"]
 
 
 def _parse(text: str) -> tuple[str, str | None]:
-    from helpers.protocol import parse_assistant
-
     parsed = parse_assistant(text)
     return parsed.kind, parsed.query
 
 
 def _leaf_from_branch(branch: dict[str, Any]) -> dict[str, Any]:
-    """A branch of helpers.rollout.trajectory_tree as a TrajectoryTree leaf."""
+    """A branch of `trajectory_tree` as a TrajectoryTree leaf."""
     turns = []
     for turn in branch["turns"]:
         observation = turn.get("observation")
@@ -75,7 +77,7 @@ def leaf_data(trajectory: Any, tokenizer: Any = None) -> dict[str, Any]:
 def tree_data(group: Sequence[Any], tokenizer: Any = None) -> dict[str, Any]:
     """One GRPO group (trajectories of the same question) as TrajectoryTree data.
 
-    Uses helpers.rollout.trajectory_tree (which knows each observation's size and whether it was
+    Uses `trajectory_tree` (which knows each observation's size and whether it was
     cut); falls back to reading turns and tool messages for other Trajectory-like objects.
     """
     group = list(group)
@@ -85,8 +87,6 @@ def tree_data(group: Sequence[Any], tokenizer: Any = None) -> dict[str, Any]:
     if len(questions) > 1:
         raise ValueError(f"a tree shows one group; got question indexes {sorted(questions)}. Use groups_of(trajectories)")
     if all(hasattr(t, "searches") for t in group):
-        from helpers.rollout import trajectory_tree
-
         tree = trajectory_tree(group)
         leaves = sorted((_leaf_from_branch(b) for b in tree["branches"]), key=lambda leaf: leaf["index"])
         return {"question": tree["question"], "answers": list(tree["references"]), "leaves": leaves}
@@ -98,19 +98,11 @@ def tree_data(group: Sequence[Any], tokenizer: Any = None) -> dict[str, Any]:
     }
 
 
-def groups_of(trajectories: Iterable[Any]) -> list[list[Any]]:
-    """Split a rollout batch into its groups, in question order."""
-    groups: dict[int, list[Any]] = {}
-    for trajectory in trajectories:
-        groups.setdefault(getattr(trajectory, "question_index", 0), []).append(trajectory)
-    return [groups[key] for key in sorted(groups)]
-
-
 def advantage_groups(trajectories: Iterable[Any]) -> list[dict[str, Any]]:
     """Data for AdvantageBars: rewards and advantages per group."""
     out = []
-    for group in groups_of(trajectories):
-        group = sorted(group, key=lambda t: t.group_index)
+    for group in groups_of(list(trajectories)):
+        group = sorted(group.trajectories, key=lambda t: t.group_index)
         out.append(
             {
                 "question": group[0].example.question,
@@ -128,33 +120,10 @@ def _decode(tokenizer: Any, token: int) -> str:
 def token_rows(trajectory: Any, tokenizer: Any = None) -> list[dict[str, Any]]:
     """Every token of a trajectory with its role, old logprob, advantage and mask.
 
-    Uses helpers.rollout.token_table when it exists; otherwise walks the turns the way
-    build_datum does (first prompt = prompt, later prompt deltas = observation).
+    The rows of `helpers.rollout.token_table`: the trajectory stitched as the trainer sees it
+    (first prompt = prompt, later prompt deltas = observation, sampled tokens = assistant).
     """
-    try:
-        from helpers.rollout import token_table
-    except ImportError:
-        token_table = None
-    if token_table is not None:
-        try:
-            table = token_table(trajectory, tokenizer)
-        except TypeError:
-            table = token_table(trajectory)
-        rows = [dict(row) if not isinstance(row, dict) else row for row in table]
-        return normalise_rows([_row_from_table(row, tokenizer) for row in rows])
-    rows: list[dict[str, Any]] = []
-    full: list[int] = []
-    for number, turn in enumerate(trajectory.turns):
-        if turn.prompt_tokens[: len(full)] != full:
-            raise ValueError(f"turn {number + 1}: its prompt does not continue the tokens so far (token continuity broken)")
-        role = "prompt" if number == 0 else "observation"
-        for token in turn.prompt_tokens[len(full):]:
-            rows.append({"id": token, "text": _decode(tokenizer, token), "role": role, "logprob": None, "advantage": 0.0, "mask": 0})
-        for token, logprob in zip(turn.completion_tokens, turn.logprobs):
-            rows.append({"id": token, "text": _decode(tokenizer, token), "role": "assistant", "logprob": logprob,
-                         "advantage": float(trajectory.advantage), "mask": 1})
-        full = list(turn.prompt_tokens) + list(turn.completion_tokens)
-    return normalise_rows(rows)
+    return normalise_rows([_row_from_table(row, tokenizer) for row in token_table(trajectory, tokenizer)])
 
 
 def _row_from_table(row: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
@@ -177,4 +146,84 @@ def _row_from_table(row: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
         "logprob": logprob,
         "advantage": row.get("advantage", 0.0),
         "mask": int(bool(mask)),
+    }
+
+
+def _turn_view(trajectory: Trajectory, index: int) -> dict[str, Any]:
+    turn = trajectory.turns[index]
+    search = next((s for s in trajectory.searches if s.turn_index == index), None)
+    is_last = index == len(trajectory.turns) - 1
+    view = {
+        "index": index, "kind": turn.kind, "text": turn.text, "query": turn.query,
+        "error": turn.error, "stop_reason": turn.stop_reason,
+        "sampled_tokens": len(turn.completion_tokens),
+        "is_answer": is_last and trajectory.end_reason == "answer",
+        "answer": trajectory.answer if is_last and trajectory.end_reason == "answer" else None,
+        "observation": None,
+    }
+    if search is not None:
+        view["observation"] = {
+            "call_id": search.call_id, "ok": search.ok, "error": search.error,
+            "items_returned": search.items_returned, "items_kept": search.items_kept,
+            "tokens": search.observation_tokens, "cut": search.cut, "fitted": search.fitted,
+            "content": search.content, "latency": search.latency,
+        }
+    return view
+
+
+def trajectory_tree(group: Sequence[Trajectory]) -> dict[str, Any]:
+    """One question's group as a tree: a shared root (the prompt), then one branch per trajectory.
+
+    ``branches`` lists each trajectory's turns (kind, query, observation size and cut, answer)
+    with its reward and advantage; ``children`` nests the same turns, merging branches whose
+    sampled turns are identical, so a learner sees where the group really diverges.
+    """
+    group = list(group)
+    if not group:
+        raise ValueError("trajectory_tree needs the trajectories of one question")
+    if len({t.question_index for t in group}) != 1:
+        raise ValueError("trajectory_tree takes one question's group; split the batch by question_index")
+    example = group[0].example
+    rewards = [t.reward for t in group]
+    branches = [
+        {
+            "group_index": t.group_index, "reward": t.reward, "advantage": t.advantage,
+            "exact_match": t.exact_match, "valid_format": t.valid_format, "answer": t.answer,
+            "end_reason": t.end_reason, "search_calls": t.search_calls,
+            "sampled_tokens": t.sampled_tokens, "observation_tokens": t.observation_tokens,
+            "turns": [_turn_view(t, i) for i in range(len(t.turns))],
+        }
+        for t in group
+    ]
+    root: dict[str, Any] = {"label": "prompt", "children": [], "branches": [b["group_index"] for b in branches]}
+    for branch, trajectory in zip(branches, group):
+        node = root
+        for index, turn in enumerate(branch["turns"]):
+            key = tuple(trajectory.turns[index].completion_tokens)
+            child = next((c for c in node["children"] if c["_key"] == key), None)
+            if child is None:
+                child = {"_key": key, "turn": turn, "children": [], "branches": []}
+                node["children"].append(child)
+            child["branches"].append(branch["group_index"])
+            node = child
+        node.setdefault("leaves", []).append(
+            {"group_index": branch["group_index"], "reward": branch["reward"], "advantage": branch["advantage"]}
+        )
+
+    def strip(node):
+        node.pop("_key", None)
+        for c in node["children"]:
+            strip(c)
+        return node
+
+    return {
+        "question_index": group[0].question_index,
+        "question": example.question,
+        "references": list(example.answers),
+        "prompt_tokens": len(group[0].turns[0].prompt_tokens) if group[0].turns else 0,
+        "group_size": len(group),
+        "mean_reward": sum(rewards) / len(rewards),
+        "degenerate": max(rewards) - min(rewards) <= 1e-12,
+        "branches": branches,
+        "root": strip(root),
     }

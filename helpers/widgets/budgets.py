@@ -5,11 +5,13 @@ COURSE_PROFILE=fast shrinks every number (the tests use it); nothing else change
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import ipywidgets as widgets
 
 from helpers import config
+from helpers.rollout import RolloutConfig
 
 FAST = {
     "questions": 1,
@@ -72,10 +74,9 @@ def budgets(name: str | None = None) -> dict[str, Any]:
 
 
 def rollout_kwargs(values: dict[str, Any]) -> dict[str, Any]:
-    """The RolloutConfig fields among a budgets dict."""
-    keys = ("group_size", "max_search_calls", "max_assistant_turns", "max_assistant_tokens",
-            "max_tool_response_tokens", "max_trajectory_tokens", "temperature")
-    return {key: values[key] for key in keys if key in values}
+    """The RolloutConfig fields among a budgets dict (the other keys size the notebooks' runs)."""
+    names = {f.name for f in dataclasses.fields(RolloutConfig)}
+    return {key: value for key, value in values.items() if key in names}
 
 
 def budget_sliders(values: dict[str, Any] | None = None) -> dict[str, widgets.Widget]:

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from helpers import config
-from helpers.widgets.budgets import rollout_kwargs
+from helpers.data import load_examples
+from helpers.engine import connect
+from helpers.models import load_tokenizer
+from helpers.protocol import build_messages, build_prompt, stop_token_ids, template_family
+from helpers.reward import score
+from helpers.rollout import RolloutConfig, Trajectory, consume_assistant, finish_search, groups_of, rollout_batch
+from helpers.runs import updated
+from helpers.search import create_search_client
+from helpers.widgets.budgets import budgets, rollout_kwargs
 
 
 @dataclass
@@ -28,7 +36,6 @@ class Engine:
 @lru_cache(maxsize=2)
 def engine(model: str | None = None) -> Engine:
     """A sampling client on the base model (loaded once per kernel) and its tokenizer."""
-    from helpers.engine import connect
 
     name = model or config.default_model()
     service = connect()
@@ -39,24 +46,19 @@ def engine(model: str | None = None) -> Engine:
 @lru_cache(maxsize=2)
 def tokenizer(model: str | None = None):
     """Just the tokenizer (no model weights): enough for notebooks that only count or show tokens."""
-    from helpers.models import load_tokenizer
 
     return load_tokenizer(model or config.default_model())
 
 
 @lru_cache(maxsize=1)
 def search_client(backend: str = "local"):
-    from helpers.search import create_search_client
-
     return create_search_client(backend)
 
 
 def rollout_config(values: dict[str, Any], seed: int = 0, **overrides: Any):
-    from helpers.rollout import RolloutConfig
+    """The RolloutConfig of a profile's budgets (or the sliders' values), then `overrides` by name."""
 
-    kwargs = rollout_kwargs(values)
-    kwargs.update(seed=seed, **overrides)
-    return RolloutConfig(**kwargs)
+    return updated(RolloutConfig(), {**rollout_kwargs(values), "seed": seed, **overrides})
 
 
 def rollout_examples(questions: int) -> list[Any]:
@@ -71,7 +73,6 @@ def rollout_examples(questions: int) -> list[Any]:
 def run_rollout(examples: Sequence[Any], values: dict[str, Any], *, sampler: Any = None, tokenizer: Any = None,
                 search: Any = None, seed: int = 0, progress: bool = True, **overrides: Any) -> list[Any]:
     """rollout_batch on `examples` with the budgets in `values` (the sliders' current values)."""
-    from helpers.rollout import rollout_batch
 
     if sampler is None or tokenizer is None:
         current = engine()
