@@ -244,6 +244,8 @@ else:
 # verbatim, once, sits exactly on them: everything it gained is reading.
 
 # %%
+from IPython.display import Markdown
+
 from helpers.analyse import format_search_learned, search_learned_figure, search_learned_table
 
 # the recorded run's two policies (and runs of the search preset, once recorded), else every agent run here
@@ -251,7 +253,7 @@ learned_runs = {label: rows for label, rows in agent_runs.items()
                 if label.startswith(("h200_balanced/", "h200_search")) and label.rsplit("/", 1)[-1] in ("sft", "sft_grpo")}
 learned_runs = learned_runs or agent_runs
 learned = {label: search_learned_table(rows, search_client("local")) for label, rows in learned_runs.items()}
-print(format_search_learned(learned))
+display(Markdown(format_search_learned(learned)))
 search_learned_figure(learned)
 plt.show()
 
