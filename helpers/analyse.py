@@ -11,11 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from helpers.evidence import is_yes_no
+from helpers.evidence import find_answer_in, is_yes_no
 from helpers.reward import normalize_answer
 from helpers.runs import read_jsonl
 from helpers.search import format_results
-from helpers.sft import find_answer_in
 
 ALL = "all"
 COLUMN_INCHES = 9.0  # a JupyterLab notebook column shows about 970 px: wider figures shrink (100 dpi)

@@ -26,6 +26,8 @@ an observation. Evaluation rows carry them only so that analysis can score retri
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
@@ -36,6 +38,22 @@ YES_NO = frozenset({"yes", "no"})
 
 
 # --------------------------------------------------------------------------- matching
+
+
+def find_answer_in(evidence: str, answers: Sequence[str]) -> str | None:
+    """The first gold answer found in the evidence, spelled as the evidence spells it.
+
+    Case-insensitive, on word boundaries, so 'Paris' does not match inside 'Parisian'.
+    """
+    for answer in answers:
+        answer = answer.strip()
+        if not answer:
+            continue
+        pattern = r"(?<!\w)" + re.escape(answer) + r"(?!\w)"
+        match = re.search(pattern, evidence, flags=re.IGNORECASE)
+        if match:
+            return match.group(0)
+    return None
 
 
 def answer_in_evidence(texts: Sequence[str], answers: Sequence[str]) -> bool:

@@ -39,6 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 import pytrio
 
+from helpers.evidence import find_answer_in
 from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint, write_jsonl
 from helpers.runs import result as _result
 from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
@@ -60,22 +61,6 @@ class TeacherTrajectory:
     @property
     def search_calls(self) -> int:
         return len(self.queries)
-
-
-def find_answer_in(evidence: str, answers: Sequence[str]) -> str | None:
-    """The first gold answer found in the evidence, spelled as the evidence spells it.
-
-    Case-insensitive, on word boundaries, so 'Paris' does not match inside 'Parisian'.
-    """
-    for answer in answers:
-        answer = answer.strip()
-        if not answer:
-            continue
-        pattern = r"(?<!\w)" + re.escape(answer) + r"(?!\w)"
-        match = re.search(pattern, evidence, flags=re.IGNORECASE)
-        if match:
-            return match.group(0)
-    return None
 
 
 def _call_message(query: str, call_id: str) -> dict[str, Any]:
