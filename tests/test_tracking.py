@@ -399,12 +399,13 @@ def test_an_evaluation_sends_its_summary_table(tmp_path, monkeypatch):
 def test_a_grpo_run_mirrors_every_jsonl_number_to_the_tracker(tmp_path, monkeypatch):
     pytest.importorskip("tensorboard")
     import helpers.train as train_module
+    from helpers.rollout import RolloutConfig
     from helpers.train import TrainConfig, train
     from test_train_loop import fake_rollout, session_for
 
     monkeypatch.setenv("COURSE_TRACKING_DIR", str(tmp_path / "board"))
     monkeypatch.setattr(train_module, "rollout_groups", fake_rollout([]))
-    config = TrainConfig(max_steps=3, questions_per_batch=2, group_size=2, save_every=0,
+    config = TrainConfig(max_steps=3, questions_per_batch=2, rollout=RolloutConfig(group_size=2), save_every=0,
                          out=str(tmp_path / "exp" / "grpo"), tracker="tensorboard")
     train(config, session=session_for(tmp_path, [], config), progress=False)
 

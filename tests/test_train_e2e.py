@@ -14,6 +14,7 @@ import pytest
 
 from helpers.data import SearchExample
 from helpers.reward import GroupRewards
+from helpers.runs import RunDir
 from helpers.search.types import SearchItem, SearchResult, SearchStats
 
 pytestmark = pytest.mark.slow
@@ -68,7 +69,10 @@ def test_one_grpo_step_updates_the_policy_and_resumes(tmp_path, monkeypatch, sma
 
     row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert row["step"] == 0 and row["datums"] == 2
-    checkpoint = Path(json.loads((tmp_path / "run" / "checkpoints.jsonl").read_text().splitlines()[-1])["path"])
+    # records are relative to the run folder, so a copied folder resumes from its own checkpoints
+    stored = json.loads((tmp_path / "run" / "checkpoints.jsonl").read_text().splitlines()[-1])["path"]
+    assert not Path(stored).is_absolute()
+    checkpoint = Path(RunDir(tmp_path / "run").resolve(stored))
     assert (checkpoint / "adapter.safetensors").is_file() and (checkpoint / "optimizer.pt").is_file()
     assert (Path(summary["sampler_path"]) / "adapter.safetensors").is_file()
 

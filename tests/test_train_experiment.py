@@ -27,9 +27,11 @@ def test_presets_share_budgets_between_grpo_and_eval():
 
 def test_the_search_preset_is_h200_with_the_search_levers():
     h200, search = make_plan("h200", "o"), make_plan("h200_search", "o")
-    assert (search.sft.decompose, search.sft.rewrite_first_query, search.grpo.reward) == (1.0, "gain", "evidence")
-    assert (h200.sft.decompose, h200.sft.rewrite_first_query, h200.grpo.reward) == (0.0, "never", "exact_match")
-    levers = {"decompose", "rewrite_first_query", "out", "reward"}
+    # both start from the search teacher (the recorded run's); the search preset changes GRPO only
+    assert (h200.sft.decompose, h200.sft.rewrite_first_query) == (search.sft.decompose, search.sft.rewrite_first_query) == (1.0, "gain")
+    assert (h200.grpo.reward, h200.grpo.dynamic_sampling, h200.grpo.synthetic_share) == ("exact_match", False, 0.0)
+    assert (search.grpo.reward, search.grpo.dynamic_sampling, search.grpo.synthetic_share) == ("evidence", True, 0.25)
+    levers = {"out", "reward", "dynamic_sampling", "dynamic_sampling_rounds", "synthetic_share"}
     for a, b in ((h200.sft, search.sft), (h200.grpo, search.grpo), (h200.eval, search.eval)):
         assert {k: v for k, v in vars(a).items() if k not in levers} == {k: v for k, v in vars(b).items() if k not in levers}
     one = make_plan("h200", "o", overrides=["sft.decompose=1.0", "sft.rewrite_first_query=gain", "grpo.reward=evidence",
