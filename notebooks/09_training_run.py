@@ -208,15 +208,17 @@ check_step_order(my_order)
 #
 # </details>
 #
-# Read the order off the code that just ran: `train_step` makes the first three calls and hands
-# the datums to `optimise`, which makes the last three.
+# Read the order off the code that just ran: `train_step` makes the first call, `sample_groups`
+# (rollout, rewards, advantages) the second, `train_step` the third, and `optimise` the last three.
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 import inspect
 
 from helpers import train as train_module
 
-step_source = inspect.getsource(train_module.train_step)
+# the step's source with sample_groups written out where train_step calls it: the calls in the order they run
+step_source = inspect.getsource(train_module.train_step).replace(
+    "sample_groups(", inspect.getsource(train_module.sample_groups), 1)
 optimise_source = inspect.getsource(train_module.optimise)
 
 
