@@ -1,4 +1,4 @@
-"""Atomic facts and short descriptions read off the lead of a Wikipedia passage, by rules.
+"""Atomic facts and short descriptions read off the opening sentences of a Wikipedia passage, by rules.
 
 A lead paragraph names its subject and says what it is: "Robert James Belushi (born October 23,
 1980) is an American actor." From such a passage two things are taken:
@@ -168,7 +168,7 @@ def description(text: str) -> str | None:
 
 
 def facts(text: str) -> dict[str, str]:
-    """(relation -> year) stated once, unambiguously, in the lead sentences."""
+    """(relation -> year) stated once, unambiguously, in the opening sentences."""
     found: dict[str, set[str]] = {}
     if match := _BORN.match(text):
         found.setdefault("born", set()).add(match.group(1))

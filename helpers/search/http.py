@@ -231,7 +231,9 @@ def _shutdown(sock: socket.socket) -> None:
         pass
 
 
-class _WatchedHTTPConnection(http.client.HTTPConnection):
+class _Watched:
+    """A connection whose socket the search's watchdog can close when the deadline passes."""
+
     def __init__(self, *args, watchdog: _Watchdog, **kwargs):
         super().__init__(*args, **kwargs)
         self._watchdog = watchdog
@@ -241,14 +243,12 @@ class _WatchedHTTPConnection(http.client.HTTPConnection):
         self._watchdog.watch(self.sock)
 
 
-class _WatchedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, *args, watchdog: _Watchdog, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._watchdog = watchdog
+class _WatchedHTTPConnection(_Watched, http.client.HTTPConnection):
+    pass
 
-    def connect(self):
-        super().connect()
-        self._watchdog.watch(self.sock)
+
+class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
+    pass
 
 
 class _WatchedHTTPHandler(urllib.request.HTTPHandler):
