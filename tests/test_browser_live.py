@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from helpers.policies import POLICY_LABELS, TRAINED_POLICY, unavailable_reason
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, ROOT, RUN_TIMEOUT_MS, _free_port, _wait_until_serving
+from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, ROOT, RUN_TIMEOUT_MS, _free_port,
+                          _open_and_run_all, _wait_until_serving)
 
 MODEL = "qwen2.5-0.5b"
 
@@ -77,20 +78,7 @@ def test_the_playground_runs_the_trained_policy_and_a_search_budget_changes_its_
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
         try:
-            page.goto(f"{lab_on_the_trained_policy}/lab/tree/{NOTEBOOK.name}", timeout=120_000)
-            page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
-            expect(page.get_by_text("| Idle").first).to_be_visible(timeout=180_000)
-            started = page.locator(".jp-InputPrompt", has_text="*")
-            for _ in range(3):
-                page.get_by_role("menuitem", name="Run", exact=True).click()
-                page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-                try:
-                    expect(started.first).to_be_visible(timeout=30_000)
-                    break
-                except AssertionError:
-                    page.keyboard.press("Escape")
-            else:
-                pytest.fail("Run > Run All Cells did not start the notebook")
+            _open_and_run_all(page, f"{lab_on_the_trained_policy}/lab/tree/{NOTEBOOK.name}")
 
             playground = page.locator(".srt-playground")
             status = playground.locator(".srt-playground-status")
