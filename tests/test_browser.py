@@ -49,30 +49,33 @@ def _wait_until_serving(url: str, seconds: float, pause: float = 1.0, process=No
     return False
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def serve_lab(tmp_path_factory, name: str, notebooks: list[Path], **env_overrides: str):
+    """A JupyterLab on a free port over copies of `notebooks`, in the fast profile; yields its URL."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} not found: install Debian's browser with `apt-get install -y chromium` "
                     "(never `playwright install`)")
-    home = tmp_path_factory.mktemp("lab")
-    notebooks = home / "notebooks"
-    notebooks.mkdir()
-    for notebook in (NOTEBOOK, EVALUATION):
-        shutil.copy(notebook, notebooks / notebook.name)
-    # keep every cell in the page: JupyterLab's windowing detaches cells scrolled out of view
+    home = tmp_path_factory.mktemp(name)
+    folder = home / "notebooks"
+    folder.mkdir()
+    for notebook in notebooks:
+        shutil.copy(notebook, folder / notebook.name)
+    # keep every cell in the page: JupyterLab's windowing detaches cells scrolled out of view, and
+    # a detached cell's text reads as empty
     tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True)
     tracker.write_text('{"windowingMode": "none"}')
     port = _free_port()
     env = dict(os.environ, COURSE_PROFILE="fast", TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+               **env_overrides)
     log = (home / "lab.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         f"--ServerApp.root_dir={notebooks}", "--IdentityProvider.token=", "--ServerApp.password=",
+         f"--ServerApp.root_dir={folder}", "--IdentityProvider.token=", "--ServerApp.password=",
          "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=notebooks, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     if not _wait_until_serving(f"{url}/api/status", 120, process=process):
@@ -87,6 +90,11 @@ def lab(tmp_path_factory):
     except subprocess.TimeoutExpired:
         process.kill()
     log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    yield from serve_lab(tmp_path_factory, "lab", [NOTEBOOK, EVALUATION])
 
 
 def _open_and_run_all(page, url: str) -> None:

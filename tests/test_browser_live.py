@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers.policies import POLICY_LABELS, TRAINED_POLICY, unavailable_reason
-from test_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, ROOT, RUN_TIMEOUT_MS, _free_port,
-                          _open_and_run_all, _wait_until_serving)
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, RUN_TIMEOUT_MS, _open_and_run_all, serve_lab
 
 MODEL = "qwen2.5-0.5b"
 
@@ -28,44 +27,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def lab_on_the_trained_policy(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's browser with `apt-get install -y chromium`")
     reason = unavailable_reason(TRAINED_POLICY, MODEL)
     if reason is not None:
         pytest.fail(reason)
-    home = tmp_path_factory.mktemp("lab-live")
-    notebooks = home / "notebooks"
-    notebooks.mkdir()
-    shutil.copy(NOTEBOOK, notebooks / NOTEBOOK.name)
-    port = _free_port()
-    env = dict(os.environ, COURSE_PROFILE="fast", COURSE_MODEL=MODEL, TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
-    log = (home / "lab.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         f"--ServerApp.root_dir={notebooks}", "--IdentityProvider.token=", "--ServerApp.password=",
-         "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=notebooks, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    if not _wait_until_serving(f"{url}/api/status", 120, process=process):
-        process.terminate()
-        pytest.fail(f"JupyterLab did not start: {(home / 'lab.log').read_text()[-2000:]}")
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+    yield from serve_lab(tmp_path_factory, "lab-live", [NOTEBOOK], COURSE_MODEL=MODEL)
 
 
 def _searches_in_tree(tree) -> int:
     """Search chips whose observation reached the model (a refused or unfitted call shows 'no obs')."""
-    sizes = tree.locator("[data-testid=tree-turn].srt-tool .srt-obs").all_inner_texts()
+    sizes = tree.locator("[data-testid=tree-turn].srt-tool .srt-obs").all_text_contents()
     return sum(1 for size in sizes if "no obs" not in size)
 
 
@@ -86,7 +56,7 @@ def test_the_playground_runs_the_trained_policy_and_a_search_budget_changes_its_
 
             # the trained policy is the default; picking it again must keep it (and not re-run)
             picker = playground.locator(".srt-picker-policy select")
-            trained = picker.locator("option", has_text=POLICY_LABELS[TRAINED_POLICY]).first.inner_text()
+            trained = picker.locator("option", has_text=POLICY_LABELS[TRAINED_POLICY]).first.text_content().strip()
             expect(picker.locator("option:checked")).to_have_text(trained)
             picker.select_option(label=trained)  # ipywidgets' <select> values are the option labels
             expect(picker.locator("option:checked")).to_have_text(trained)
@@ -99,7 +69,7 @@ def test_the_playground_runs_the_trained_policy_and_a_search_budget_changes_its_
             # max_search_calls 1 -> 0: every search is refused and the branches end on their call
             slider = playground.locator(".srt-slider-max_search_calls")
             readout = slider.locator(".widget-readout")
-            assert readout.inner_text().strip() == "1"
+            expect(readout).to_have_text("1")
             handle = slider.locator(".noUi-handle")
             handle.focus()
             handle.press("ArrowLeft")
