@@ -16,6 +16,7 @@ from `ANSWER_RATES`. Both are paths under `results/`, so a learner's machine onl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -70,6 +71,17 @@ def learnable_examples(path: str | Path = ANSWER_RATES, split: str = "train", li
         raise ValueError(f"{len(missing)} recorded question ids are not in the {split} split (e.g. {missing[0]!r}); "
                          "the recording was made on another data pack")
     return [by_id[qid] for qid in ids]
+
+
+def cpu_run_config(rollout: Any, out: str | Path, questions: int, **overrides: Any) -> Any:
+    """The TrainConfig of the CPU run: `CPU_RUN`'s sizes from the recorded SFT adapter, under the
+    rollout budgets `rollout` (a RolloutConfig), stopping cleanly after `CPU_RUN["minutes"]`."""
+    from helpers.train import TrainConfig
+
+    rollout = dataclasses.replace(rollout, group_size=CPU_RUN["group_size"])
+    return TrainConfig(init_from=str(SFT_START), max_steps=CPU_RUN["steps"], max_minutes=CPU_RUN["minutes"],
+                       questions_per_batch=questions, rollout=rollout, save_every=0, out=str(out), resume=False,
+                       **overrides)
 
 
 def record_answer_rates(model_path: str | Path = SFT_START, out: str | Path = ANSWER_RATES, samples: int = 4,

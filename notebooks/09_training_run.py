@@ -134,7 +134,7 @@ pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(colum
 # %%
 from IPython.display import display
 
-from helpers.learnable import ANSWER_RATES, CPU_RUN, SFT_START, learnable_examples
+from helpers.learnable import ANSWER_RATES, CPU_RUN, cpu_run_config, learnable_examples
 from helpers.policies import unavailable_reason
 from helpers.train import open_session
 
@@ -142,14 +142,7 @@ missing = unavailable_reason("sft") or (None if ANSWER_RATES.is_file() else
                                         f"no recorded answer rates at {ANSWER_RATES} (python -m helpers.learnable record)")
 if missing is None:
     learnable = learnable_examples(limit=CPU_RUN["questions"])
-    cpu_config = TrainConfig(
-        init_from=str(SFT_START), max_steps=CPU_RUN["steps"], max_minutes=CPU_RUN["minutes"],
-        questions_per_batch=len(learnable), group_size=CPU_RUN["group_size"],
-        max_search_calls=values["max_search_calls"], max_assistant_turns=values["max_assistant_turns"],
-        max_assistant_tokens=values["max_assistant_tokens"], max_tool_response_tokens=values["max_tool_response_tokens"],
-        max_trajectory_tokens=values["max_trajectory_tokens"], save_every=0, out=str(runs / "grpo_from_recorded_sft"),
-        resume=False,
-    )
+    cpu_config = cpu_run_config(rollout_config(values), runs / "grpo_from_recorded_sft", len(learnable))
     print("learning on:", [example.question for example in learnable])
     cpu_dashboard = TrainingDashboard("GRPO from the recorded SFT adapter")
     display(cpu_dashboard)

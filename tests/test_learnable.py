@@ -44,3 +44,17 @@ def test_the_selection_reads_a_recording_and_refuses_ids_of_another_data_pack(tm
         learnable_examples(path)
     with pytest.raises(FileNotFoundError, match="python -m helpers.learnable record"):
         read_rows(tmp_path / "missing.jsonl")
+
+
+def test_the_cpu_run_starts_from_the_recorded_sft_under_the_notebook_budgets(tmp_path):
+    from helpers.learnable import CPU_RUN, SFT_START, cpu_run_config
+    from helpers.widgets.budgets import budgets
+    from helpers.widgets.course import rollout_config
+
+    values = budgets("full")
+    config = cpu_run_config(rollout_config(values), tmp_path / "run", questions=3)
+    assert config.init_from == str(SFT_START) and config.questions_per_batch == 3
+    assert config.max_steps == CPU_RUN["steps"] and config.max_minutes == CPU_RUN["minutes"]
+    assert config.rollout.group_size == CPU_RUN["group_size"]
+    assert config.rollout.max_tool_response_tokens == values["max_tool_response_tokens"]
+    assert config.rollout.max_search_calls == values["max_search_calls"]

@@ -39,9 +39,11 @@ FULL = {
     "temperature": 1.0,
     "search_topk": 3,
     "eval_questions": 20,
-    "sft_questions": 64,
-    "sft_epochs": 2,
-    "grpo_steps": 10,
+    # notebook 09's run from scratch shows the mechanics in minutes on a CPU; its run that learns
+    # starts from the recorded SFT adapter (helpers.learnable.CPU_RUN), the real run is the GPU's
+    "sft_questions": 4,
+    "sft_epochs": 1,
+    "grpo_steps": 1,
 }
 
 # (minimum, maximum, step) of the sliders in notebook 05 and the playground. search_topk is the
