@@ -98,7 +98,7 @@ def record_answer_rates(model_path: str | Path = SFT_START, out: str | Path = AN
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for seed in range(samples):
-        config = EvalConfig(model_path=str(model_path), split=split, temperature=1.0, seed=seed,
+        config = EvalConfig(model_path=str(model_path), split=split, rollout={"temperature": 1.0, "seed": seed},
                             label=f"answer-rate-{seed}", **overrides)
         rows += evaluate(config, examples=examples)
     out.write_text("".join(json.dumps(row) + "\n" for row in rows))
