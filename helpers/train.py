@@ -126,11 +126,11 @@ def pack_micro_batches(
 def weight_micro_batch_for_global_mean(
     micro_batch: Sequence[TrainingDatum], total_samples: int
 ) -> list[pytrio.Datum]:
-    """Scale advantages by n_k / N so per-call means add up to the mean over the whole rollout.
+    """Scale advantages (or SFT weights) by n_k / N so per-call means add up to the global mean.
 
-    forward_backward averages the loss over the datums of one call; the importance-sampling loss
-    is linear in the advantage, so this weight turns sum_k mean(L_k) into mean(L_global).
-    Targets and old logprobs are untouched.
+    forward_backward averages the loss over the datums of one call; importance_sampling is linear
+    in the advantages and cross_entropy in the weights, so this weight turns sum_k mean(L_k) into
+    mean(L_global). Targets and old logprobs are untouched.
     """
     if total_samples < len(micro_batch) or total_samples < 1:
         raise ValueError(
@@ -140,17 +140,10 @@ def weight_micro_batch_for_global_mean(
     weight = np.float32(len(micro_batch) / total_samples)
     weighted = []
     for item in micro_batch:
-        inputs = item.datum.loss_fn_inputs
-        weighted.append(
-            pytrio.Datum(
-                model_input=item.datum.model_input,
-                loss_fn_inputs={
-                    "target_tokens": inputs["target_tokens"].to_numpy(),
-                    "logprobs": inputs["logprobs"].to_numpy(),
-                    "advantages": inputs["advantages"].to_numpy() * weight,
-                },
-            )
-        )
+        inputs = {key: value.to_numpy() for key, value in item.datum.loss_fn_inputs.items()}
+        for key in {"advantages", "weights"} & set(inputs):
+            inputs[key] = inputs[key] * weight
+        weighted.append(pytrio.Datum(model_input=item.datum.model_input, loss_fn_inputs=inputs))
     return weighted
 
 
