@@ -41,7 +41,8 @@ from helpers.engine import connect
 from helpers.evidence import find_answer_in, gold_passage_ids
 from helpers.protocol import build_messages, render_tokens, tool_message
 from helpers.reward import normalize_answer
-from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint, write_jsonl
+from helpers.runs import (RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint,
+                          write_jsonl)
 from helpers.runs import result as _result
 from helpers.search import create_search_client, format_results
 from helpers.search.local import TOKEN_PATTERN, analyze, get_index
@@ -549,7 +550,7 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
             nll = loss_sum / token_count if token_count else float("nan")
             losses.append(nll)
             row = {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch), "padded_tokens": padded_tokens(batch)}
-            run.append_jsonl(run.metrics, row)
+            append_jsonl(run.metrics, row)
             tracker.log(row)
             bar.update(1)
             bar.set_postfix(nll=f"{nll:.3f}")
@@ -558,8 +559,8 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
     state = _result(training_client.save_state(f"{name}-state"))
     sampler = _result(training_client.save_weights_for_sampler(f"{name}-sampler"))
     result = SFTResult(
-        state_path=materialise_checkpoint(str(getattr(state, "path", state)), run.path / "state"),
-        sampler_path=materialise_checkpoint(str(getattr(sampler, "path", sampler)), run.path / "sampler"),
+        state_path=materialise_checkpoint(state, run.path / "state"),
+        sampler_path=materialise_checkpoint(sampler, run.path / "sampler"),
         demonstrations=len(demos),
         skipped=skipped,
         two_searches=sum(demo.search_calls > 1 for demo in demos),

@@ -36,8 +36,8 @@ from helpers.multihop.mix import batch_with_share
 from helpers.engine import connect
 from helpers.reward import RewardFn, assign_advantages, make_reward, score
 from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
-from helpers.runs import (RunDir, add_config_arguments, config_from_args, materialise_checkpoint, result,
-                          resume_checkpoint, updated)
+from helpers.runs import (RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint,
+                          result, resume_checkpoint, updated)
 from helpers.search import create_search_client
 from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
 
@@ -691,8 +691,7 @@ def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) ->
     """save_state (weights + optimiser) and record it; `steps_done` steps are inside it."""
     name = f"{Path(session.config.out).name}-step{steps_done:05d}"
     response = result(session.training_client.save_state(name))
-    path = materialise_checkpoint(str(getattr(response, "path", response)),
-                                  session.run.path / "checkpoints" / f"step{steps_done:05d}")
+    path = materialise_checkpoint(response, session.run.path / "checkpoints" / f"step{steps_done:05d}")
     session.run.record_checkpoint(steps_done, path, time=time.time(), has_optimizer=session.optimised)
     _prune_checkpoints(session.run, keep)
     return path
@@ -769,7 +768,7 @@ def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
             reward_fn=reward_fn, observers=observers, extra=extra_questions(session.examples, step, config),
         )
         session.optimised = session.optimised or metrics["micro_batches"] > 0
-        run.append_jsonl(run.metrics, metrics)
+        append_jsonl(run.metrics, metrics)
         session.history.append(metrics)
         step_times.append(metrics["time_step"])
         step += 1
@@ -793,7 +792,7 @@ def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
     }
     if summary["finished"]:
         response = result(session.training_client.save_weights_for_sampler(f"{Path(config.out).name}-final"))
-        summary["sampler_path"] = materialise_checkpoint(str(getattr(response, "path", response)), run.path / "final")
+        summary["sampler_path"] = materialise_checkpoint(response, run.path / "final")
     run.write_json("summary.json", summary)
     return summary
 
