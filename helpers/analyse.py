@@ -17,7 +17,6 @@ from typing import Any, Iterable, Mapping, Sequence
 import matplotlib.pyplot as plt
 
 from helpers.evidence import find_answer_in, gold_passage_ids, is_yes_no, row_evidence, search_evidence
-from helpers.reward import normalize_answer
 from helpers.runs import read_jsonl
 from helpers.search import format_results
 

@@ -36,7 +36,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
