@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers import config, models
 from helpers.analyse import COLUMN_INCHES
 from helpers.rollout import stitch
 from helpers.runs import result
@@ -242,8 +243,6 @@ def precision_mismatch(
     before `prompt_tokens` are context only, as a prompt would be.
     """
     import torch
-
-    from helpers import config, models
 
     name = model_name or config.default_model()
     tokenizer = models.load_tokenizer(name)
