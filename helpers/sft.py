@@ -399,9 +399,8 @@ def call_marker_probability(sampling_client, tokenizer, demos, limit: int = 8) -
     """Mean probability the policy gives the whole `<tool_call>` marker where a demonstration opens a call.
 
     Teacher-forced (`compute_logprobs`, no sampling), so it is cheap and compiles nothing. Near 1
-    after a good SFT. Measured on 2026-11-30: under a tokenizer whose marker was an untrained
-    single id, the SFT policy wrote `<|im_start|>` there instead and every rollout was invalid.
-    Only assistant tokens count (the system prompt mentions the tags too). None: no call to check.
+    after a good SFT; low when, e.g., the marker is an untrained single id, and then no rollout
+    parses. Only assistant tokens count (the system prompt mentions the tags too). None: no call.
     """
     probabilities = []
     for demo in demos[:limit]:

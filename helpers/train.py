@@ -708,11 +708,8 @@ def _prune_checkpoints(run: RunDir, keep: int) -> None:
 
 
 def out_of_time(elapsed: float, step_times: Sequence[float], budget_s: float) -> bool:
-    """Would another step overrun the budget? Predicted from the slowest of the last three steps.
-
-    A process's first step also compiles the decode step (3-4 minutes on an H200 measured), so it
-    predicts nothing; on 2026-11-30 it stopped a 5.5-minute GRPO run after one step.
-    """
+    """Would another step overrun the budget? Predicted from the slowest of the last three steps;
+    a process's first step predicts nothing (it also compiles the decode step: minutes on a GPU)."""
     if elapsed >= budget_s:
         return True
     typical = list(step_times[1:])[-3:]
