@@ -10,7 +10,8 @@ import shutil
 import sys
 import time
 
-from helpers import config
+from helpers import config, data, models as model_store, multihop
+from helpers.search import local
 
 
 def _stage(title: str, fn) -> None:
@@ -21,9 +22,6 @@ def _stage(title: str, fn) -> None:
 
 
 def setup(models: list[str]) -> None:
-    from helpers import data, models as model_store, multihop
-    from helpers.search import local
-
     for name in models:
         _stage(f"model {name}", lambda name=name: model_store.provision(name))
     _stage("data: NQ + HotpotQA splits", data.prepare_data)

@@ -8,11 +8,15 @@ Two exact-match numbers are always reported:
 
 from __future__ import annotations
 
+import argparse
+import math
+from html import escape
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from helpers.evidence import find_answer_in, is_yes_no
-from helpers.reward import normalize_answer
+import matplotlib.pyplot as plt
+
+from helpers.evidence import find_answer_in, gold_passage_ids, is_yes_no, row_evidence, search_evidence
 from helpers.runs import read_jsonl
 from helpers.search import format_results
 
@@ -163,8 +167,6 @@ def second_search_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]],
     """Horizontal bars, one block per run: share of questions searched again when the first
     search found the answer, when it missed, and (grey, where there are any) on yes/no questions.
     Sized for a notebook column whatever the number of runs: runs are rows, not columns."""
-    import matplotlib.pyplot as plt
-
     labels = list(tables)
     groups = ["first search found it", "first search missed"]
     if any(tables[label].get("yes/no question", {}).get("n") for label in labels):
@@ -190,8 +192,6 @@ def second_search_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]],
 def second_search_payoff_figure(table: Mapping[str, Mapping[str, Any]], title: str = "", ax=None):
     """Bars: strict EM of the questions where the agent stopped at one search vs searched again,
     split as in `second_search_table`. A second search pays where the right bar is higher."""
-    import matplotlib.pyplot as plt
-
     groups = [g for g in table if table[g]["n"]]
     if ax is None:
         _, ax = plt.subplots(figsize=(1.5 + 1.6 * len(groups), 3.2))
@@ -228,8 +228,6 @@ def search_learned_table(rows: Sequence[Mapping[str, Any]], search=None) -> dict
     `rewritten_recall` vs `rewritten_question_recall` (the first search alone against the question);
     `second_search_share`, `em_strict`, `em_if_again` (>= 2 searches) and `em_if_stopped`.
     """
-    from helpers.evidence import gold_passage_ids, row_evidence, search_evidence
-
     if search is None:
         raise ValueError("search_learned_table needs the search backend the run used (the question is searched again)")
     asked: dict[tuple[str, tuple[str, ...]], tuple[list[str] | None, bool]] = {}
@@ -308,8 +306,6 @@ def format_search_learned(tables: Mapping[str, Mapping[str, Mapping[str, Any]]])
 def search_learned_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources: Sequence[str] | None = None):
     """Six panels, one bar per run and data source; a black tick on a bar is what searching the
     question itself gives on the same questions. Search was learned where bars clear their ticks."""
-    import matplotlib.pyplot as plt
-
     labels = list(tables)
     sources = list(sources or sorted({s for t in tables.values() for s in t if s != ALL}))
     panels = [  # value, its tick, the sample size to print on small groups, title
@@ -370,8 +366,6 @@ class Table:
         return str(self)
 
     def _html(self, width: int) -> str:
-        from html import escape
-
         head = "".join(f"<th>{escape(h)}</th>" for h in self.header[:width])
         body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row[:width]) + "</tr>" for row in self.rows)
         return f'<table class="srt-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -432,10 +426,6 @@ def multi_search_curves(runs: Mapping[str, Sequence[Mapping[str, Any]]], key: st
     An x marks a step whose gradient norm was not finite (before the engine dropped such steps,
     that step turned every weight into NaN).
     """
-    import math
-
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(7, 3.2))
     for k, (label, rows) in enumerate(runs.items()):
         rows = [m for m in rows if m.get(key) is not None]
@@ -455,8 +445,6 @@ def multi_search_curves(runs: Mapping[str, Sequence[Mapping[str, Any]]], key: st
 
 def training_figure(metrics: Sequence[Mapping[str, Any]], title: str = "GRPO training"):
     """Reward/EM, format, search calls and sampler-trainer KL per step (a matplotlib Figure)."""
-    import matplotlib.pyplot as plt
-
     steps = [m["step"] for m in metrics]
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     panels = [
@@ -482,9 +470,11 @@ def training_figure(metrics: Sequence[Mapping[str, Any]], title: str = "GRPO tra
 
 def plot_training(metrics: Sequence[Mapping[str, Any]], path: str | Path, title: str = "GRPO training") -> Path:
     """training_figure saved as a PNG."""
-    import matplotlib.pyplot as plt  # headless machines fall back to Agg by themselves
+    return save_figure(training_figure(metrics, title), path)
 
-    fig = training_figure(metrics, title)
+
+def save_figure(fig, path: str | Path) -> Path:
+    """Save a figure as a PNG (its folder made) and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -492,32 +482,9 @@ def plot_training(metrics: Sequence[Mapping[str, Any]], path: str | Path, title:
     return path
 
 
-class LivePlot:
-    """An `on_step` callback for notebooks: redraws the training curves after every step.
-
-        train(config, on_step=LivePlot())
-    """
-
-    def __init__(self, title: str = "GRPO training"):
-        self.title = title
-        self.rows: list[dict] = []
-
-    def __call__(self, metrics: Mapping[str, Any]) -> None:
-        import matplotlib.pyplot as plt
-        from IPython.display import clear_output, display
-
-        self.rows.append(dict(metrics))
-        fig = training_figure(self.rows, self.title)
-        clear_output(wait=True)
-        display(fig)
-        plt.close(fig)
-
-
 def plot_eval(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], path: str | Path,
               key: str = "em_strict", title: str = "Strict exact match on the test split") -> Path:
     """Grouped bars: one group per data source, one bar per run."""
-    import matplotlib.pyplot as plt  # headless machines fall back to Agg by themselves
-
     labels = list(summaries)
     sources = sorted({s for groups in summaries.values() for s in groups}, key=lambda s: (s == ALL, s))
     width = 0.8 / max(len(labels), 1)
@@ -532,16 +499,10 @@ def plot_eval(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], path: st
     axis.set_title(title)
     axis.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m helpers.analyse", description="Summarise or compare eval JSONL")
     parser.add_argument("runs", nargs="+", help="eval JSONL files (two: also a side-by-side comparison)")
     args = parser.parse_args(argv)

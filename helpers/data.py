@@ -52,6 +52,8 @@ import hashlib
 import json
 import random
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -388,9 +390,6 @@ def _split_path(split: str, data_dir: str | Path | None) -> Path:
 
 
 def _fetch(url: str, dest: Path, timeout: float = 60.0) -> Path:
-    import urllib.error
-    import urllib.request
-
     if dest.exists():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)

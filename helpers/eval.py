@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import pytrio
+from tqdm.auto import tqdm
+
 from helpers import config as course_config
 from helpers.analyse import format_table, summarise
 from helpers.data import load_examples
@@ -84,27 +87,19 @@ def lenient_match(text: str, answers: Sequence[str]) -> bool:
     return contains_answer(text or "", answers)
 
 
-def _base_row(example, mode: str, label: str) -> dict[str, Any]:
-    return {
-        "id": example.id,
-        "question": example.question,
-        "answers": list(example.answers),
-        "data_source": example.data_source,
-        "mode": mode,
-        "label": label,
-    }
+def _row(example, mode: str, label: str, text: str, scored, **counts: Any) -> dict[str, Any]:
+    """One question's row; `scored` has the reward's fields (a Trajectory or a RewardResult)."""
+    return {"id": example.id, "question": example.question, "answers": list(example.answers),
+            "data_source": example.data_source, "mode": mode, "label": label, "final_text": text,
+            "answer": getattr(scored, "answer", None), "reward": scored.reward,
+            "valid_format": bool(scored.valid_format), "exact_match": bool(scored.exact_match),
+            "lenient_match": lenient_match(text, example.answers), **counts}
 
 
 def trajectory_row(trajectory, mode: str, label: str) -> dict[str, Any]:
-    row = _base_row(trajectory.example, mode, label)
     turns = trajectory.turns
-    row.update(
-        final_text=trajectory.final_text,
-        answer=getattr(trajectory, "answer", None),
-        reward=trajectory.reward,
-        valid_format=bool(trajectory.valid_format),
-        exact_match=bool(trajectory.exact_match),
-        lenient_match=lenient_match(trajectory.final_text, trajectory.example.answers),
+    return _row(
+        trajectory.example, mode, label, trajectory.final_text, trajectory,
         search_calls=trajectory.search_calls,
         queries=[s.query for s in getattr(trajectory, "searches", [])],
         failed_searches=getattr(trajectory, "failed_searches", 0),
@@ -113,9 +108,8 @@ def trajectory_row(trajectory, mode: str, label: str) -> dict[str, Any]:
         sampled_tokens=sum(len(t.completion_tokens) for t in turns),
         trajectory_tokens=(len(turns[-1].prompt_tokens) + len(turns[-1].completion_tokens)) if turns else 0,
         end_reason=getattr(trajectory, "end_reason", ""),
+        **evidence_fields(trajectory),  # for scoring retrieval afterwards; the rollout never sees them
     )
-    row.update(evidence_fields(trajectory))  # for scoring retrieval afterwards; the rollout never sees them
-    return row
 
 
 def single_turn_messages(example, mode: str, search_client=None, tokenizer=None, max_tool_response_tokens=None):
@@ -131,9 +125,6 @@ def single_turn_messages(example, mode: str, search_client=None, tokenizer=None,
 
 
 def _single_turn_batch(sampling_client, tokenizer, search_client, examples, config: EvalConfig, label: str):
-    import pytrio
-
-
     rollout = config.rollout
     params = pytrio.SamplingParams(
         max_tokens=rollout.max_assistant_tokens, temperature=rollout.temperature, top_p=rollout.top_p,
@@ -152,14 +143,8 @@ def _single_turn_batch(sampling_client, tokenizer, search_client, examples, conf
         sequence = _result(future).sequences[0]
         text = tokenizer.decode(sequence.tokens, skip_special_tokens=True).strip()
         scored = score_answer(text, example.answers)
-        row = _base_row(example, config.mode, label)
-        row.update(
-            final_text=text,
-            answer=scored.answer,
-            reward=scored.reward,
-            valid_format=bool(scored.valid_format),
-            exact_match=bool(scored.exact_match),
-            lenient_match=lenient_match(text, example.answers),
+        rows.append(_row(
+            example, config.mode, label, text, scored,
             search_calls=len(results),
             queries=[example.question.strip()] * len(results),
             failed_searches=sum(1 for r in results if not r.ok),
@@ -168,8 +153,7 @@ def _single_turn_batch(sampling_client, tokenizer, search_client, examples, conf
             sampled_tokens=len(sequence.tokens),
             trajectory_tokens=len(prompt) + len(sequence.tokens),
             end_reason="answer" if scored.valid_format else "invalid",
-        )
-        rows.append(row)
+        ))
     return rows
 
 
@@ -182,9 +166,6 @@ def evaluate(
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per question; also written to `config.output` (JSONL) when it is set."""
-    from tqdm.auto import tqdm
-
-
     if config.mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
     if config.mode != "agent" and config.model_path is not None:
@@ -193,15 +174,12 @@ def evaluate(
     tracker = open_tracker(config.tracker, evaluation_run_name(config.output, config.resolved_label()),
                            {"eval": dataclasses.asdict(config), "model": model})
     if sampling_client is None:
-
         service = service or connect(config.backend)
         sampling_client = service.create_sampling_client(base_model=model, model_path=config.model_path)
     tokenizer = sampling_client.get_tokenizer()
     if search_client is None and config.mode != "closed_book":
-
         search_client = create_search_client(config.search_backend)
     if examples is None:
-
         examples = load_examples(config.split, data_source=config.data_source, limit=config.limit)
     examples = list(examples)
     label = config.resolved_label()
@@ -211,7 +189,6 @@ def evaluate(
     for start in range(0, len(examples), config.batch_size):
         batch = examples[start : start + config.batch_size]
         if config.mode == "agent":
-
             trajectories = rollout_batch(sampling_client, tokenizer, search_client, batch, config.rollout_config(),
                                          progress=False)
             rows.extend(trajectory_row(t, config.mode, label) for t in trajectories)
@@ -224,7 +201,7 @@ def evaluate(
         row["model"] = model
         row["model_path"] = config.model_path
     if config.output:
-        write_rows(config.output, rows)
+        write_jsonl(config.output, rows)
         meta = {"eval": dataclasses.asdict(config), "model": model, "questions": len(rows), "seconds": seconds}
         Path(config.output).with_suffix(".config.json").write_text(json.dumps(meta, indent=2))
     if tracker.active:
@@ -233,17 +210,11 @@ def evaluate(
     return rows
 
 
-def write_rows(path: str | Path, rows: Sequence[dict]) -> Path:
-    """The evaluation's rows as JSONL, replaced atomically; no row's text can make it fail."""
-    return write_jsonl(path, rows)
-
-
 def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(prog="python -m helpers.eval", description="Evaluate a policy or a baseline")
     add_config_arguments(parser, EvalConfig)
     config = config_from_args(EvalConfig, parser.parse_args(argv))
     rows = evaluate(config)
-
     print(format_table({config.resolved_label(): summarise(rows)}))
     return rows
 

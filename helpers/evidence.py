@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
+from helpers.data import SPLITS, load_rows
 from helpers.reward import GroupRewards, contains_answer, normalize_answer, outcome_reward, register_reward
+from helpers.search import format_results
 
 YES_NO = frozenset({"yes", "no"})
 
@@ -79,8 +81,6 @@ def query_differs(query: str | None, question: str) -> bool | None:
 @lru_cache(maxsize=1)
 def _gold_index() -> dict[str, tuple[str, ...]]:
     """Question id -> gold passage ids, over every prepared split (empty when none is prepared)."""
-    from helpers.data import SPLITS, load_rows
-
     index: dict[str, tuple[str, ...]] = {}
     for split in SPLITS:
         try:
@@ -222,8 +222,6 @@ def search_evidence(query: str, answers: Sequence[str], search: Any) -> tuple[li
     The whole result, as formatted for the model; the local index is deterministic, so this is
     what the agent read unless its observation budget cut items (counted in `truncated_observations`).
     """
-    from helpers.search import format_results
-
     result = search.search(query)
     items = result.items if result.ok else []
     ids = [item.passage_id for item in items if getattr(item, "passage_id", None)]

@@ -28,12 +28,17 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import torch
+from safetensors.torch import load_file, save_file
+
 from helpers import config as course_config
 from helpers.analyse import (ALL, compare, first_last_quarter, first_search_hits, format_comparison,
                              format_search_learned, format_table, plot_eval, plot_training, read_jsonl,
-                             search_learned_figure, search_learned_table, second_search_table, summarise)
+                             save_figure, search_learned_figure, search_learned_table, second_search_table,
+                             summarise)
 from helpers.data import load_examples
 from helpers.engine.local import resolve_path
+from helpers.engine.training import file_sha256
 from helpers.eval import EvalConfig, evaluate
 from helpers.runs import RunDir, field_type, parse_value, updated
 from helpers.search.local import LocalSearchClient
@@ -189,8 +194,7 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
 
 
 def stage_sft(plan: Plan) -> dict:
-    result = run_sft(plan.sft)
-    return dataclasses.asdict(result)
+    return dataclasses.asdict(run_sft(plan.sft))
 
 
 def _sft_result(plan: Plan) -> dict:
@@ -278,11 +282,6 @@ def stage_eval(plan: Plan, max_minutes: float | None, only: Sequence[str] | None
 
 def export_adapter(policy_path: str, target: Path) -> Path:
     """The final LoRA as bf16 safetensors + meta.json: loads on any CPU with the local engine."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    from helpers.engine.training import file_sha256
-
     source = Path(policy_path)
     if str(policy_path).startswith("local://"):
         source = resolve_path(policy_path)
@@ -300,14 +299,21 @@ def export_adapter(policy_path: str, target: Path) -> Path:
     return target
 
 
+def _agents(evals: dict[str, list[dict]], backend: str) -> dict[str, list[dict]]:
+    """The evaluations whose searches were the policy's choice (RAG's one forced search is not),
+    when their backend is the local index (deterministic, so a query can be re-run)."""
+    if backend != "local":
+        return {}
+    return {label: rows for label, rows in evals.items()
+            if any(r.get("queries") for r in rows) and all(r.get("mode", "agent") == "agent" for r in rows)}
+
+
 def second_search_section(evals: dict[str, list[dict]], backend: str) -> list[str]:
     """Markdown: how often each agent searched again, split by whether its first search already
-    held a gold answer (re-run on the local index, which is deterministic)."""
-    agents = {label: rows for label, rows in evals.items()  # RAG's one forced search is not a choice
-              if any(r.get("queries") for r in rows) and all(r.get("mode", "agent") == "agent" for r in rows)}
-    if backend != "local" or not agents:
+    held a gold answer."""
+    agents = _agents(evals, backend)
+    if not agents:
         return []
-
     client = LocalSearchClient()
     lines = ["### A second search where one is not enough?", "",
              "First query re-run on the local index: did its results hold a gold answer?", "",
@@ -326,19 +332,12 @@ def second_search_section(evals: dict[str, list[dict]], backend: str) -> list[st
 
 def search_learned_section(evals: dict[str, list[dict]], backend: str, out: Path) -> list[str]:
     """Markdown + `search_learned.png`: each agent's evidence against searching the question itself."""
-    agents = {label: rows for label, rows in evals.items()
-              if any(r.get("queries") for r in rows) and all(r.get("mode", "agent") == "agent" for r in rows)}
-    if backend != "local" or not agents:
+    agents = _agents(evals, backend)
+    if not agents:
         return []
-    import matplotlib.pyplot as plt
-
-    from helpers.search.local import LocalSearchClient
-
     client = LocalSearchClient()
     tables = {label: search_learned_table(rows, client) for label, rows in agents.items()}
-    figure = search_learned_figure(tables)
-    figure.savefig(out / "search_learned.png", dpi=110)
-    plt.close(figure)
+    save_figure(search_learned_figure(tables), out / "search_learned.png")
     return ["### Was search learned?", "",
             "Evidence recall: a gold answer in the union of the observations read; question as query: the same "
             "test on the raw question's top 3 (local index). Rewritten: first query is not the question; their "
@@ -450,8 +449,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
 
     if course_config.device() == "cpu":
-        import torch
-
         torch.set_num_threads(min(2, os.cpu_count() or 1))  # shared CPU machines
 
     def remaining() -> float | None:

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from helpers.data import load_examples
+from helpers.eval import EvalConfig, evaluate
 from helpers.policies import adapter_dir, run_dir
+from helpers.runs import read_jsonl, write_jsonl
+from helpers.train import TrainConfig
 
 SFT_START = adapter_dir("sft")  # the SFT adapter a CPU GRPO run starts from (the recorded run's)
 ANSWER_RATES = run_dir() / "answer_rates" / "train.jsonl"  # sampled answers of that policy, train split
@@ -56,14 +59,12 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no recorded answers at {path}: record them with `python -m helpers.learnable record`")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_jsonl(path)
 
 
 def learnable_examples(path: str | Path = ANSWER_RATES, split: str = "train", limit: int = 8,
                        band: tuple[float, float] = BAND) -> list[Any]:
     """The SearchExamples of the selected questions, in selection order."""
-    from helpers.data import load_examples
-
     ids = learnable_ids(answer_rates(read_rows(path)), band, limit)
     by_id = {example.id: example for example in load_examples(split)}
     missing = [qid for qid in ids if qid not in by_id]
@@ -73,11 +74,9 @@ def learnable_examples(path: str | Path = ANSWER_RATES, split: str = "train", li
     return [by_id[qid] for qid in ids]
 
 
-def cpu_run_config(rollout: Any, out: str | Path, questions: int, **overrides: Any) -> Any:
+def cpu_run_config(rollout: Any, out: str | Path, questions: int, **overrides: Any) -> TrainConfig:
     """The TrainConfig of the CPU run: `CPU_RUN`'s sizes from the recorded SFT adapter, under the
     rollout budgets `rollout` (a RolloutConfig), stopping cleanly after `CPU_RUN["minutes"]`."""
-    from helpers.train import TrainConfig
-
     rollout = dataclasses.replace(rollout, group_size=CPU_RUN["group_size"])
     return TrainConfig(init_from=str(SFT_START), max_steps=CPU_RUN["steps"], max_minutes=CPU_RUN["minutes"],
                        questions_per_batch=questions, rollout=rollout, save_every=0, out=str(out), resume=False,
@@ -88,21 +87,15 @@ def record_answer_rates(model_path: str | Path = SFT_START, out: str | Path = AN
                         limit: int = 64, split: str = "train", skip: int = 0, **overrides: Any) -> Path:
     """Evaluate the policy `samples` times per question (temperature 1, seeds 0..samples-1) and
     write every row to `out` (JSONL)."""
-    from helpers.data import load_examples
-    from helpers.eval import EvalConfig, evaluate
-
     if samples < 2:
         raise ValueError("an answer rate needs at least 2 samples per question")
     examples = load_examples(split, limit=limit, skip=skip)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for seed in range(samples):
         config = EvalConfig(model_path=str(model_path), split=split, rollout={"temperature": 1.0, "seed": seed},
                             label=f"answer-rate-{seed}", **overrides)
         rows += evaluate(config, examples=examples)
-    out.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return out
+    return write_jsonl(out, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -21,12 +21,15 @@ This module measures that gap from real numbers:
 
 from __future__ import annotations
 
+import html
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from helpers import config, models
 from helpers.analyse import COLUMN_INCHES
 from helpers.rollout import stitch
 from helpers.runs import result
@@ -241,8 +244,6 @@ def precision_mismatch(
     """
     import torch
 
-    from helpers import config, models
-
     name = model_name or config.default_model()
     tokenizer = models.load_tokenizer(name)
     trainer = models.load_model(name, device="cpu", dtype=torch.float32).eval()
@@ -390,8 +391,6 @@ def is_weight_explorer(trainer_logprobs: Sequence[float], sampler_logprobs: Sequ
                        advantages: Sequence[float]):
     """Sliders for the truncation cap C and the trust band: how many tokens each touches, and what
     the IS objective becomes, on real per-token numbers."""
-    import html
-
     import ipywidgets as widgets
 
     r = token_ratios(trainer_logprobs, sampler_logprobs)
@@ -442,8 +441,6 @@ def _three(guess: Any) -> list[float] | None:
 
 
 def check_ratios(guess: Any) -> bool:
-    import math
-
     expected = [math.exp(t - s) for t, s in zip(EXERCISE_TRAINER, EXERCISE_SAMPLER)]
     values = _three(guess)
     if values is None:
@@ -453,8 +450,6 @@ def check_ratios(guess: Any) -> bool:
 
 
 def check_k3(guess: Any) -> bool:
-    import math
-
     d = [t - s for t, s in zip(EXERCISE_TRAINER, EXERCISE_SAMPLER)]
     expected = sum(math.exp(x) - 1 - x for x in d) / 3
     if guess is None or guess is Ellipsis:
@@ -463,8 +458,6 @@ def check_k3(guess: Any) -> bool:
 
 
 def check_truncated(guess: Any, cap: float = 1.1) -> bool:
-    import math
-
     expected = [min(math.exp(t - s), cap) for t, s in zip(EXERCISE_TRAINER, EXERCISE_SAMPLER)]
     values = _three(guess)
     if values is None:

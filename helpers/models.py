@@ -77,11 +77,8 @@ def _package_file(package: str, relative: str, fix: str) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def assemble_gguf(name: str, target_dir: Path | None = None) -> Path:
@@ -226,8 +223,6 @@ def settle_marker_tokens(tokenizer, markers, untrained: set[int] = frozenset()) 
     SFT on the single id, the 0.5B wrote `<|im_start|>` where `<tool_call>` belonged).
     Returns {token: "single" | "pieces"} for the tokens it had to change.
     """
-    import json
-
     from tokenizers import AddedToken, Tokenizer
 
     changed = {}

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytrio import PyTrioError
+
 from helpers import config
 
 # The recorded GPU run whose adapters the live widgets use (results/<run>/adapter, .../sft_adapter).
@@ -132,8 +134,6 @@ def policy_options(model: str | None = None) -> list[tuple[str, str]]:
 def load_policy(policy: str | None = None, *, model: str | None = None, service: Any = None) -> Policy:
     """A sampling client for `policy` ("base", "sft", "sft_grpo" or a checkpoint path), loaded once
     per kernel and model. Raises PolicyNotAvailable with what to do instead when it cannot run."""
-    from pytrio import PyTrioError
-
     model = model or config.default_model()
     name = str(policy or default_policy(model))
     key = (model, name)

@@ -151,12 +151,6 @@ class RunDir:
     def write_json(self, name: str, value: Any) -> Path:
         return write_json(self.path / name, value)
 
-    def read_jsonl(self, path: Path) -> list[dict]:
-        return read_jsonl(path)
-
-    def append_jsonl(self, path: Path, row: dict) -> None:
-        append_jsonl(path, row)
-
     def relative(self, path: str | Path) -> str:
         """How a path is stored in the folder's records: relative to the folder when inside it, so
         a copied or moved folder uses its own files. Service paths (``trio://…``) stay as they are."""
@@ -234,15 +228,17 @@ def resume_checkpoint(run: RunDir, load: Callable[[str, dict], Any]) -> dict | N
 # --------------------------------------------------------------------------- checkpoints
 
 
-def materialise_checkpoint(path: str, directory: str | Path) -> str:
-    """Copy a local-engine checkpoint out of the shared cache into the run folder.
+def materialise_checkpoint(path: Any, directory: str | Path) -> str:
+    """Copy a local-engine checkpoint (a path, or a save response with `.path`) out of the shared
+    cache into the run folder.
 
     The run folder then holds everything a resume needs (another command, another day), and
     the returned plain directory path loads anywhere the local engine runs. Remote (PyTRIO)
     paths are returned unchanged: the service keeps them.
     """
-    if not str(path).startswith("local://"):
-        return str(path)
+    path = str(getattr(path, "path", path))
+    if not path.startswith("local://"):
+        return path
     from helpers.engine.local import resolve_path  # the engine (torch) only when there is a local checkpoint
 
     source = resolve_path(str(path))

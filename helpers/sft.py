@@ -11,11 +11,6 @@ format first:
    choose, from those, the first one that finds the answer;
 3. answer `Answer: <the gold string, spelled as the evidence spells it>`.
 
-Earlier teachers searched again with the question plus the top title (2 % of demonstrations
-searched twice, and the SFT policy never did: results/h200), or with the gold passages' titles
-(`teacher_hints`; the policy learned to search again but not what for, since those titles are in
-nothing it reads, and one GRPO step dropped the habit: results/h200_hints).
-
 Questions whose answer never shows up are skipped, so the teacher never answers without
 evidence. Only the TRAIN split is used. The conversation is rendered by the model's own chat
 template (native tool calls), and `cross_entropy` gets weight 1 on assistant tokens (their
@@ -38,12 +33,22 @@ from typing import Any, Sequence
 
 import numpy as np
 import pytrio
+from tqdm.auto import tqdm
 
-from helpers.evidence import find_answer_in
-from helpers.runs import RunDir, add_config_arguments, config_from_args, materialise_checkpoint, write_jsonl
+from helpers import config as course_config
+from helpers.data import load_examples, load_rows
+from helpers.engine import connect
+from helpers.evidence import find_answer_in, gold_passage_ids
+from helpers.protocol import build_messages, render_tokens, tool_message
+from helpers.reward import normalize_answer
+from helpers.runs import (RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint,
+                          write_jsonl)
 from helpers.runs import result as _result
+from helpers.search import create_search_client, format_results
+from helpers.search.local import TOKEN_PATTERN, analyze, get_index
 from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
-from helpers.train import MAX_TRAIN_CONTEXT_TOKENS, TrainingDatum, pack_micro_batches, padded_tokens
+from helpers.train import (MAX_TRAIN_CONTEXT_TOKENS, TrainingDatum, pack_micro_batches, padded_tokens,
+                           weight_micro_batch_for_global_mean)
 
 
 @dataclass
@@ -63,12 +68,10 @@ class TeacherTrajectory:
         return len(self.queries)
 
 
-def _call_message(query: str, call_id: str) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [{"type": "function", "id": call_id, "function": {"name": "search", "arguments": {"query": query}}}],
-    }
+def _search_turn(query: str, call_id: str, observation: str) -> list[dict[str, Any]]:
+    """The assistant's search call and the tool message that answers it."""
+    call = {"type": "function", "id": call_id, "function": {"name": "search", "arguments": {"query": query}}}
+    return [{"role": "assistant", "content": "", "tool_calls": [call]}, tool_message(call_id, observation)]
 
 
 TOOL_TURN_OVERHEAD = 16  # template tokens around a tool message (role header, <tool_response> tags)
@@ -80,8 +83,6 @@ def fit_observation(tokenizer, result, max_tokens: int | None) -> str | None:
     Mirrors helpers.rollout.fit_tool_content (whole items under max_tool_response_tokens), so
     SFT demonstrations look like GRPO observations. None when not even one item fits.
     """
-    from helpers.search import format_results
-
     if tokenizer is None or max_tokens is None:
         return format_results(result)
     if not (result.ok and result.items):
@@ -117,8 +118,6 @@ def names_in(text: str) -> list[str]:
 
 def spells_answer(query: str, answers: Sequence[str]) -> bool:
     """Does the query contain a gold answer (normalised)? The policy cannot know it, so it may not."""
-    from helpers.reward import normalize_answer
-
     text = normalize_answer(query)
     return any(gold and gold in text for gold in map(normalize_answer, answers))
 
@@ -129,8 +128,6 @@ def reachable_queries(question: str, items, answers: Sequence[str]) -> list[str]
     Names from the evidence's text (not already in the question), then names in the question,
     then the question plus each title. Nothing that spells a gold answer: the policy does not know it.
     """
-    from helpers.reward import normalize_answer
-
     asked = normalize_answer(question)
     titles = [item.title.strip() for item in items]
     evidence = [n for item in items for n in names_in(item.content)
@@ -153,8 +150,6 @@ def _idf(index) -> tuple[dict[str, int], Any, int]:
 def rarest_words(question: str, index, k: int) -> str | None:
     """The question's `k` rarest words (highest BM25 idf on `index`) in its own order; None when it
     has no more than `k`. Question words and words the index lacks never count."""
-    from helpers.search.local import TOKEN_PATTERN, analyze
-
     vocab, indptr, documents = _idf(index)
 
     def idf(word: str) -> float:
@@ -179,8 +174,6 @@ def keyword_queries(question: str, index) -> list[str]:
     entities), then the question's 3, 4 and 2 rarest words (`rarest_words`). A query with the
     question's own BM25 terms (it only drops stop words) is not a rewrite.
     """
-    from helpers.search.local import analyze
-
     names = names_in(question)
     candidates = ([" ".join(names)] if len(names) > 1 else []) + names
     candidates += [rarest_words(question, index, k) for k in (3, 4, 2)]
@@ -201,8 +194,6 @@ def rewritten_first_query(example, search_client, gold_ids: Sequence[str], mode:
     gold answer where the question's results do. Checked on the index with the gold ids (the teacher
     may look; the policy only sees the rewrite), never a query that spells an answer.
     """
-    from helpers.search import format_results
-
     if mode not in REWRITE_MODES:
         raise ValueError(f"rewrite mode is one of {REWRITE_MODES}, got {mode!r}")
     index = getattr(search_client, "index", None)
@@ -275,14 +266,15 @@ def teacher_trajectory(
     two-search demonstration answers from its second observation, and the policy learns to answer
     from whatever it read last.
     """
-    from helpers.evidence import gold_passage_ids
-    from helpers.protocol import build_messages, tool_message
-
     if second_query not in ("reachable", "top_title"):
         raise ValueError(f"second_query is 'reachable' or 'top_title', got {second_query!r}")
     if not 0.0 <= decompose <= 1.0:
         raise ValueError(f"decompose is a share in [0, 1], got {decompose}")
     gold = gold_passage_ids(example) if (decompose > 0 or rewrite != "never") else []
+
+    def answer(text: str) -> dict[str, str]:
+        return {"role": "assistant", "content": f"Answer: {text}"}
+
     messages = build_messages(example.question)
     question = example.question.strip()
     first = rewritten_first_query(example, search_client, gold, rewrite) if rewrite != "never" else None
@@ -291,8 +283,7 @@ def teacher_trajectory(
     observation = fit_observation(tokenizer, result, max_tool_response_tokens)
     if observation is None:
         return None
-    messages.append(_call_message(first, "call_1"))
-    messages.append(tool_message("call_1", observation))
+    messages += _search_turn(first, "call_1", observation)
     found = find_answer_in(observation, example.answers)
     shown = [item for i, item in enumerate(result.items, start=1) if f"[{i}] Title:" in observation] if result.ok else []
     rewritten = first != question
@@ -304,13 +295,10 @@ def teacher_trajectory(
             query, second = bridge
             second_observation = fit_observation(tokenizer, second, max_tool_response_tokens)
             if second_observation is not None:
-                messages.append(_call_message(query, "call_2"))
-                messages.append(tool_message("call_2", second_observation))
-                messages.append({"role": "assistant", "content": f"Answer: {found}"})
+                messages += [*_search_turn(query, "call_2", second_observation), answer(found)]
                 return TeacherTrajectory(example, messages, [first, query], found, answer_search=0,
                                          rewritten=rewritten, decomposed=True)
-        messages.append({"role": "assistant", "content": f"Answer: {found}"})
-        return TeacherTrajectory(example, messages, [first], found, rewritten=rewritten)
+        return TeacherTrajectory(example, [*messages, answer(found)], [first], found, rewritten=rewritten)
     if not result.ok or not result.items:
         return None
     seen = {item.title.strip() for item in result.items}
@@ -325,9 +313,7 @@ def teacher_trajectory(
         observation = fit_observation(tokenizer, second, max_tool_response_tokens)
         found = find_answer_in(observation, example.answers) if observation is not None else None
         if found is not None:
-            messages.append(_call_message(query, "call_2"))
-            messages.append(tool_message("call_2", observation))
-            messages.append({"role": "assistant", "content": f"Answer: {found}"})
+            messages += [*_search_turn(query, "call_2", observation), answer(found)]
             return TeacherTrajectory(example, messages, [first, query], found, answer_search=1, rewritten=rewritten)
     return None
 
@@ -337,9 +323,6 @@ def gold_titles(examples, split: str = "train") -> dict[str, list[str]]:
 
     The teacher's hints for a second search. Empty when the local index is not available.
     """
-    from helpers.data import load_rows
-    from helpers.search.local import get_index
-
     try:
         titles = {p.id: p.title for p in get_index().passages}
         rows = {r["id"]: r.get("metadata") or {} for r in load_rows(split)}
@@ -356,8 +339,6 @@ def build_sft_datum(tokenizer, messages: list[dict[str, Any]], max_tokens: int =
     generation prompt (where sampling would start) and including the message (where it ends).
     Both renders must be token prefixes of the full conversation, exactly as in the rollout.
     """
-    from helpers.protocol import render_tokens
-
     full = render_tokens(tokenizer, messages, add_generation_prompt=False)
     weights = [0.0] * len(full)
     for index, message in enumerate(messages):
@@ -418,9 +399,8 @@ def call_marker_probability(sampling_client, tokenizer, demos, limit: int = 8) -
     """Mean probability the policy gives the whole `<tool_call>` marker where a demonstration opens a call.
 
     Teacher-forced (`compute_logprobs`, no sampling), so it is cheap and compiles nothing. Near 1
-    after a good SFT. Measured on 2026-11-30: under a tokenizer whose marker was an untrained
-    single id, the SFT policy wrote `<|im_start|>` there instead and every rollout was invalid.
-    Only assistant tokens count (the system prompt mentions the tags too). None: no call to check.
+    after a good SFT; low when, e.g., the marker is an untrained single id, and then no rollout
+    parses. Only assistant tokens count (the system prompt mentions the tags too). None: no call.
     """
     probabilities = []
     for demo in demos[:limit]:
@@ -433,21 +413,6 @@ def call_marker_probability(sampling_client, tokenizer, demos, limit: int = 8) -
         logprobs = _result(sampling_client.compute_logprobs(pytrio.ModelInput.from_ints(full)))
         probabilities += [math.exp(sum(logprobs[start:end])) for start, end in spans]
     return sum(probabilities) / len(probabilities) if probabilities else None
-
-
-def weight_sft_micro_batch(micro_batch: Sequence[TrainingDatum], total_samples: int) -> list[pytrio.Datum]:
-    """cross_entropy is linear in its weights: scale by n_k / N, as GRPO scales advantages."""
-    scale = np.float32(len(micro_batch) / total_samples)
-    return [
-        pytrio.Datum(
-            model_input=item.datum.model_input,
-            loss_fn_inputs={
-                "target_tokens": item.datum.loss_fn_inputs["target_tokens"].to_numpy(),
-                "weights": item.datum.loss_fn_inputs["weights"].to_numpy() * scale,
-            },
-        )
-        for item in micro_batch
-    ]
 
 
 # --------------------------------------------------------------------------- the SFT run
@@ -499,8 +464,6 @@ class SFTResult:
 def build_demonstrations(examples, search_client, tokenizer, max_tool_response_tokens=768, progress=True,
                          hints: dict[str, list[str]] | None = None, second_query: str = "reachable",
                          decompose: float = 0.0, rewrite: str = "never", seed: int = 0):
-    from tqdm.auto import tqdm
-
     kept, skipped = [], 0
     hints = hints or {}
     for example in tqdm(examples, desc="scripted teacher", disable=not progress):
@@ -515,11 +478,8 @@ def build_demonstrations(examples, search_client, tokenizer, max_tool_response_t
 
 
 def sft_datums(render, demos, repeat_two_search: int = 1) -> list:
-    """One datum per demonstration, a two-search one `repeat_two_search` times (rendered once).
-
-    On 2026-11-30 a policy trained on 66 two-search demonstrations among 699 never searched twice;
-    repeated 4 times they made it search again on 54 % of HotpotQA questions (results/h200_reach).
-    """
+    """One datum per demonstration, a two-search one `repeat_two_search` times (rendered once):
+    a few two-search demonstrations among many one-search ones teach no second search."""
     out = []
     for demo in demos:
         datum = render(demo.messages)
@@ -528,28 +488,17 @@ def sft_datums(render, demos, repeat_two_search: int = 1) -> list:
 
 
 def sft_examples(config: SFTConfig) -> list:
-    """The questions the teacher scripts: the split's first `limit`, in file order.
-
-    The split file is already shuffled (helpers.data.prepare_data), and GRPO takes the questions
-    after them (`skip=limit`), so the two stages never share a question. Until 2026-11-30 this
-    shuffled again before cutting, and 467 of GRPO's 1,105 questions had been SFT questions.
-    """
-    from helpers.data import load_examples
-
+    """The questions the teacher scripts: the split's first `limit`, in file order (the file is
+    shuffled once by prepare_data); GRPO takes those after them (`skip=limit`), so no question is shared."""
     return load_examples(config.split, limit=config.limit)
 
 
 def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, progress: bool = True) -> SFTResult:
     """Script demonstrations from the train split, fine-tune a LoRA on them, save a checkpoint."""
-    from tqdm.auto import tqdm
-
     run = RunDir(config.out)
     done = run.path / "result.json"
     if config.resume and done.exists():
         return SFTResult(**json.loads(done.read_text()))
-    from helpers import config as course_config
-    from helpers.engine import connect
-
     if config.split != "train":
         raise ValueError("the SFT teacher may only use the train split (evaluation questions must stay unseen)")
     started = time.perf_counter()
@@ -561,8 +510,6 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
     )
     tokenizer = training_client.get_tokenizer()
     if search_client is None:
-        from helpers.search import create_search_client
-
         search_client = create_search_client(config.search_backend)
     if examples is None:
         examples = sft_examples(config)
@@ -591,7 +538,7 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
             loss_sum, token_count = 0.0, 0.0
             for micro_batch in pack_micro_batches(batch, config.micro_batch_datums, config.micro_batch_tokens):
                 output = _result(training_client.forward_backward(
-                    weight_sft_micro_batch(micro_batch, len(batch)), loss_fn="cross_entropy"))
+                    weight_micro_batch_for_global_mean(micro_batch, len(batch)), loss_fn="cross_entropy"))
                 metrics = getattr(output, "metrics", {}) or {}
                 # Weighted loss_sum: divide by weight to report plain per-token NLL.
                 weight = len(micro_batch) / len(batch)
@@ -601,9 +548,8 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
             steps += 1
             nll = loss_sum / token_count if token_count else float("nan")
             losses.append(nll)
-            row = {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch),
-                   "padded_tokens": sum(padded_tokens(b) for b in [batch])}
-            run.append_jsonl(run.metrics, row)
+            row = {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch), "padded_tokens": padded_tokens(batch)}
+            append_jsonl(run.metrics, row)
             tracker.log(row)
             bar.update(1)
             bar.set_postfix(nll=f"{nll:.3f}")
@@ -612,8 +558,8 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
     state = _result(training_client.save_state(f"{name}-state"))
     sampler = _result(training_client.save_weights_for_sampler(f"{name}-sampler"))
     result = SFTResult(
-        state_path=materialise_checkpoint(str(getattr(state, "path", state)), run.path / "state"),
-        sampler_path=materialise_checkpoint(str(getattr(sampler, "path", sampler)), run.path / "sampler"),
+        state_path=materialise_checkpoint(state, run.path / "state"),
+        sampler_path=materialise_checkpoint(sampler, run.path / "sampler"),
         demonstrations=len(demos),
         skipped=skipped,
         two_searches=sum(demo.search_calls > 1 for demo in demos),

@@ -36,11 +36,15 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from dotenv import dotenv_values
+from tqdm.auto import tqdm
+
 from helpers import config as course_config
+from helpers.runs import read_jsonl
+from helpers.search.http import env_value
 
 TRACKERS = ("none", "tensorboard", "swanlab")
 DEFAULT_TRACKER = "none"
@@ -105,13 +109,19 @@ def scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def step_scalars(metrics: Mapping[str, Any], default_step: int) -> tuple[dict[str, float], int, float | None]:
+    """(scalars, step, wall time) of one metrics row; a row without a step gets `default_step`."""
+    step = metrics.get("step")
+    wall = metrics.get("wall_time")
+    return (scalars(metrics), int(step) if isinstance(step, (int, float)) else default_step,
+            float(wall) if isinstance(wall, (int, float)) else None)
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of environment (and `.env`) variables whose names say they are secrets."""
     environ = dict(os.environ if environ is None else environ)
     dotenv = course_config.PROJECT_ROOT / ".env"
     if dotenv.exists():
-        from dotenv import dotenv_values
-
         environ.update({k: v for k, v in dotenv_values(dotenv).items() if v})
     found = []
     for name, value in environ.items():  # short values ('1', 'true') are flags, not keys
@@ -203,13 +213,6 @@ class TensorBoardBackend:
         self._writer.close()
 
 
-def swanlab_key() -> str | None:
-    """The SwanLab cloud key from `.env` or the environment (None: stay offline)."""
-    from helpers.search.http import env_value
-
-    return env_value("SWANLAB_API_KEY")
-
-
 class SwanLabBackend:
     """SwanLab offline files under `logdir` (`swanlab sync` uploads them later), or the cloud.
 
@@ -224,7 +227,7 @@ class SwanLabBackend:
         import swanlab
 
         self._swanlab = swanlab
-        key = swanlab_key() if mode in (None, "cloud") else None
+        key = env_value("SWANLAB_API_KEY") if mode in (None, "cloud") else None  # None: stay offline
         if mode == "cloud" and not key:
             raise RuntimeError("SwanLab cloud needs SWANLAB_API_KEY in .env")
         self.mode = "online" if key else "offline"
@@ -298,10 +301,8 @@ class Tracker:
         if not self.active:
             return
         try:
-            if step is None:
-                step = int(metrics["step"]) if isinstance(metrics.get("step"), (int, float)) else self._steps
-            wall = metrics.get("wall_time")
-            item = ("scalars", scalars(metrics), int(step), float(wall) if isinstance(wall, (int, float)) else None)
+            values, row_step, wall = step_scalars(metrics, self._steps)
+            item = ("scalars", values, row_step if step is None else int(step), wall)
         except Exception as error:  # an odd row must not stop the step that produced it
             if not self._warned:
                 self._warned = True
@@ -424,10 +425,6 @@ def open_tracker(kind: str | None, run_name: str, config: Any = None, *, logdir:
 # --------------------------------------------------------------------------- recorded runs
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def recorded_runs(results: str | Path | None = None) -> dict[str, Path]:
     """{'h200/grpo': folder, ...}: every run folder under `results` with a metrics.jsonl."""
     root = Path(results) if results else course_config.RESULTS_DIR
@@ -447,7 +444,7 @@ def export_recorded(results: str | Path | None = None, logdir: str | Path | None
     its config as text; an experiment's evaluations become one more run, `<experiment>/eval`,
     holding a summary table per evaluation. Returns {run name: event folder}.
     """
-    from tqdm.auto import tqdm
+    from helpers.analyse import summarise  # matplotlib (seconds to import) only where evaluations are read
 
     root = Path(results) if results else course_config.RESULTS_DIR
     logdir = Path(logdir) if logdir else tracking_dir() / "recorded"
@@ -471,7 +468,7 @@ def export_recorded(results: str | Path | None = None, logdir: str | Path | None
                 _export_run(backend, runs[name], secrets)
             else:
                 for path in sorted(evals[name].glob("*.jsonl")):
-                    backend.table(f"eval/{path.stem}", redact(eval_table(_summarise(path)), secrets), 0)
+                    backend.table(f"eval/{path.stem}", redact(eval_table(summarise(read_jsonl(path))), secrets), 0)
         finally:
             backend.close()
         out[name] = target
@@ -479,18 +476,10 @@ def export_recorded(results: str | Path | None = None, logdir: str | Path | None
 
 
 def _export_run(backend: TensorBoardBackend, folder: Path, secrets: Sequence[str]) -> None:
-    for index, row in enumerate(_read_jsonl(folder / "metrics.jsonl")):
-        step = int(row["step"]) if isinstance(row.get("step"), (int, float)) else index
-        wall = row.get("wall_time")
-        backend.scalars(scalars(row), step, float(wall) if isinstance(wall, (int, float)) else None)
+    for index, row in enumerate(read_jsonl(folder / "metrics.jsonl")):
+        backend.scalars(*step_scalars(row, index))
     if (folder / "config.json").exists():
         backend.config(redact(json.loads((folder / "config.json").read_text()), secrets))
-
-
-def _summarise(path: Path) -> dict[str, dict[str, Any]]:
-    from helpers.analyse import summarise
-
-    return summarise(_read_jsonl(path))
 
 
 def eval_table(summary: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -500,7 +489,7 @@ def eval_table(summary: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]
 
 def log_evaluation(tracker: Tracker, rows: Sequence[Mapping[str, Any]], step: int = 0) -> None:
     """An evaluation's summary: its overall numbers as `eval/<name>` scalars, and the table."""
-    from helpers.analyse import ALL, summarise
+    from helpers.analyse import ALL, summarise  # as in export_recorded
 
     summary = summarise(rows)
     tracker.log({"step": step, **{f"eval/{key}": value for key, value in summary[ALL].items()}})

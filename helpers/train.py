@@ -36,8 +36,8 @@ from helpers.multihop.mix import batch_with_share
 from helpers.engine import connect
 from helpers.reward import RewardFn, assign_advantages, make_reward, score
 from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
-from helpers.runs import (RunDir, add_config_arguments, config_from_args, materialise_checkpoint, result,
-                          resume_checkpoint, updated)
+from helpers.runs import (RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint,
+                          result, resume_checkpoint, updated)
 from helpers.search import create_search_client
 from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
 
@@ -126,11 +126,11 @@ def pack_micro_batches(
 def weight_micro_batch_for_global_mean(
     micro_batch: Sequence[TrainingDatum], total_samples: int
 ) -> list[pytrio.Datum]:
-    """Scale advantages by n_k / N so per-call means add up to the mean over the whole rollout.
+    """Scale advantages (or SFT weights) by n_k / N so per-call means add up to the global mean.
 
-    forward_backward averages the loss over the datums of one call; the importance-sampling loss
-    is linear in the advantage, so this weight turns sum_k mean(L_k) into mean(L_global).
-    Targets and old logprobs are untouched.
+    forward_backward averages the loss over the datums of one call; importance_sampling is linear
+    in the advantages and cross_entropy in the weights, so this weight turns sum_k mean(L_k) into
+    mean(L_global). Targets and old logprobs are untouched.
     """
     if total_samples < len(micro_batch) or total_samples < 1:
         raise ValueError(
@@ -140,17 +140,10 @@ def weight_micro_batch_for_global_mean(
     weight = np.float32(len(micro_batch) / total_samples)
     weighted = []
     for item in micro_batch:
-        inputs = item.datum.loss_fn_inputs
-        weighted.append(
-            pytrio.Datum(
-                model_input=item.datum.model_input,
-                loss_fn_inputs={
-                    "target_tokens": inputs["target_tokens"].to_numpy(),
-                    "logprobs": inputs["logprobs"].to_numpy(),
-                    "advantages": inputs["advantages"].to_numpy() * weight,
-                },
-            )
-        )
+        inputs = {key: value.to_numpy() for key, value in item.datum.loss_fn_inputs.items()}
+        for key in {"advantages", "weights"} & set(inputs):
+            inputs[key] = inputs[key] * weight
+        weighted.append(pytrio.Datum(model_input=item.datum.model_input, loss_fn_inputs=inputs))
     return weighted
 
 
@@ -698,8 +691,7 @@ def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) ->
     """save_state (weights + optimiser) and record it; `steps_done` steps are inside it."""
     name = f"{Path(session.config.out).name}-step{steps_done:05d}"
     response = result(session.training_client.save_state(name))
-    path = materialise_checkpoint(str(getattr(response, "path", response)),
-                                  session.run.path / "checkpoints" / f"step{steps_done:05d}")
+    path = materialise_checkpoint(response, session.run.path / "checkpoints" / f"step{steps_done:05d}")
     session.run.record_checkpoint(steps_done, path, time=time.time(), has_optimizer=session.optimised)
     _prune_checkpoints(session.run, keep)
     return path
@@ -716,11 +708,8 @@ def _prune_checkpoints(run: RunDir, keep: int) -> None:
 
 
 def out_of_time(elapsed: float, step_times: Sequence[float], budget_s: float) -> bool:
-    """Would another step overrun the budget? Predicted from the slowest of the last three steps.
-
-    A process's first step also compiles the decode step (3-4 minutes on an H200 measured), so it
-    predicts nothing; on 2026-11-30 it stopped a 5.5-minute GRPO run after one step.
-    """
+    """Would another step overrun the budget? Predicted from the slowest of the last three steps;
+    a process's first step predicts nothing (it also compiles the decode step: minutes on a GPU)."""
     if elapsed >= budget_s:
         return True
     typical = list(step_times[1:])[-3:]
@@ -776,7 +765,7 @@ def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
             reward_fn=reward_fn, observers=observers, extra=extra_questions(session.examples, step, config),
         )
         session.optimised = session.optimised or metrics["micro_batches"] > 0
-        run.append_jsonl(run.metrics, metrics)
+        append_jsonl(run.metrics, metrics)
         session.history.append(metrics)
         step_times.append(metrics["time_step"])
         step += 1
@@ -800,7 +789,7 @@ def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
     }
     if summary["finished"]:
         response = result(session.training_client.save_weights_for_sampler(f"{Path(config.out).name}-final"))
-        summary["sampler_path"] = materialise_checkpoint(str(getattr(response, "path", response)), run.path / "final")
+        summary["sampler_path"] = materialise_checkpoint(response, run.path / "final")
     run.write_json("summary.json", summary)
     return summary
 

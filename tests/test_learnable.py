@@ -61,19 +61,19 @@ def test_the_cpu_run_starts_from_the_recorded_sft_under_the_notebook_budgets(tmp
 
 
 def test_recording_samples_each_question_once_per_seed_at_temperature_one(tmp_path, monkeypatch):
-    import helpers.eval
+    import helpers.learnable
     from helpers.data import SearchExample
     from helpers.learnable import answer_rates, read_rows, record_answer_rates
 
     examples = [SearchExample(id=f"q{i}", question=f"question {i}?", answers=["a"], data_source="nq") for i in range(3)]
-    monkeypatch.setattr("helpers.data.load_examples", lambda split, limit=None, skip=0: examples[skip:skip + limit])
+    monkeypatch.setattr(helpers.learnable, "load_examples", lambda split, limit=None, skip=0: examples[skip:skip + limit])
     seen = []
 
     def fake_evaluate(config, examples):
         seen.append((config.rollout.temperature, config.rollout.seed, config.rollout_config().group_size))
         return [{"id": e.id, "exact_match": (config.rollout.seed + int(e.id[1])) % 2 == 0} for e in examples]
 
-    monkeypatch.setattr(helpers.eval, "evaluate", fake_evaluate)
+    monkeypatch.setattr(helpers.learnable, "evaluate", fake_evaluate)
     out = record_answer_rates(tmp_path / "policy", tmp_path / "rates.jsonl", samples=2, limit=3)
     assert seen == [(1.0, 0, 1), (1.0, 1, 1)]
     rates = answer_rates(read_rows(out))

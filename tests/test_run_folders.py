@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import pytest
 
 from helpers.engine.training import DamagedCheckpoint
-from helpers.eval import write_rows
 from helpers.runs import RunDir, append_jsonl, read_jsonl, resume_checkpoint, write_jsonl
 from helpers.train import TrainConfig, open_session, save_checkpoint
 
@@ -19,7 +18,7 @@ SURROGATE_ROW = {"query": "\ud83d x", "answer": "Par\udc00is", "step": 1}
 def test_a_row_with_a_lone_surrogate_is_written_and_reads_back_the_same(tmp_path):
     path = tmp_path / "eval.jsonl"
     rows = [{"id": "q0", "answer": "Paris"}, SURROGATE_ROW, {"id": "q2", "answer": "Lyon"}]
-    write_rows(path, rows)
+    write_jsonl(path, rows)
     assert read_jsonl(path) == rows and not list(tmp_path.glob("*.tmp"))
     append_jsonl(tmp_path / "metrics.jsonl", SURROGATE_ROW)
     append_jsonl(tmp_path / "metrics.jsonl", {"step": 2})

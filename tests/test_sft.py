@@ -13,8 +13,8 @@ from helpers.sft import (
     find_answer_in,
     run_sft,
     teacher_trajectory,
-    weight_sft_micro_batch,
 )
+from helpers.train import weight_micro_batch_for_global_mean
 
 
 class ScriptedSearch:
@@ -141,7 +141,7 @@ def test_sft_micro_batch_weights_scale_by_share(tokenizer):
     example = SearchExample(id="n1", question="who wrote hamlet", answers=["William Shakespeare"], data_source="nq")
     search = ScriptedSearch({"who wrote hamlet": [("Hamlet", "A tragedy by William Shakespeare.")]})
     item = build_sft_datum(tokenizer, teacher_trajectory(example, search, tokenizer, 400).messages)
-    [scaled] = weight_sft_micro_batch([item], total_samples=4)
+    [scaled] = weight_micro_batch_for_global_mean([item], total_samples=4)
     original = item.datum.loss_fn_inputs["weights"].to_numpy()
     assert scaled.loss_fn_inputs["weights"].to_numpy() == pytest.approx(original * 0.25)
 

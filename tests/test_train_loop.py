@@ -11,6 +11,7 @@ import helpers.train as train_module
 from helpers.data import SearchExample
 from helpers.reward import assign_advantages, score
 from helpers.rollout import AssistantTurn, RolloutGroups, RolloutStats, Trajectory, groups_of
+from helpers.runs import read_jsonl
 from helpers.train import RunDir, TrainConfig, TrainingSession, batch_for_step, train
 
 EXAMPLES = [SearchExample(id=f"q{i}", question=f"question {i}?", answers=["right"], data_source="nq") for i in range(7)]
@@ -115,7 +116,7 @@ def test_step_order_metrics_and_kill_resume(tmp_path, monkeypatch):
         train(config, session=session_for(tmp_path, log, config), progress=False)
     run = RunDir(config.out)
     assert run.last_checkpoint()["step"] == 2
-    assert [row["step"] for row in run.read_jsonl(run.metrics)] == [0, 1, 2]  # step 2 ran, not checkpointed
+    assert [row["step"] for row in read_jsonl(run.metrics)] == [0, 1, 2]  # step 2 ran, not checkpointed
 
     # Resume in a "new process": starts from the step-2 checkpoint, replays step 2, same questions.
     resumed_calls: list = []
@@ -124,7 +125,7 @@ def test_step_order_metrics_and_kill_resume(tmp_path, monkeypatch):
     summary = train(config, session=session_for(tmp_path, log2, config), progress=False)
     assert ("load", "fake://run-step00002") in log2
     assert resumed_calls == reference_calls[2:]
-    rows = run.read_jsonl(run.metrics)
+    rows = read_jsonl(run.metrics)
     assert [row["step"] for row in rows] == [0, 1, 2, 3, 4]  # each step logged exactly once
     assert summary["finished"] and summary["steps_done"] == 5
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from helpers.checkers._runner import Case, Mismatch, Property, Raises, run_checks
 from helpers.data import SearchExample
 from helpers.rollout import AssistantTurn, Trajectory
-from helpers.train import TrainingDatum
+from helpers.train import TrainingDatum, build_datum
 
 EXAMPLE = SearchExample("check", "a question", ["an answer"], "check")
 
@@ -176,8 +176,6 @@ VOCAB = 11
 
 def _datums(advantages: Sequence[float]) -> list[TrainingDatum]:
     """Small datums of different lengths: each trajectory [prompt, turn] with its own advantage."""
-    from helpers.train import build_datum
-
     items = []
     for index, advantage in enumerate(advantages):
         segments = [2 + index % 3, 2 + (index * 2) % 3]

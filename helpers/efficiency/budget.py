@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
+
+from tqdm.auto import tqdm
+
 from helpers.rollout import RolloutConfig, rollout_batch
 
 BUDGETS = tuple(range(11))  # b = 0 (no search: parametric knowledge only) ... 10 (generous)
@@ -59,9 +67,6 @@ def budget_config(budget: int, base: Any = None) -> Any:
 
     One trajectory per question (group_size 1), temperature 0.6 as in Perplexity's post.
     """
-    import dataclasses
-
-
     if budget < 0:
         raise ValueError(f"a search budget is a number of calls >= 0, got {budget}")
     base = base if base is not None else RolloutConfig(temperature=0.6)
@@ -87,12 +92,6 @@ def budget_sweep(
     The budgets run concurrently (one thread each), so the engine decodes them in shared
     batches; each point's `seconds` is then its wall time within the concurrent sweep.
     """
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tqdm.auto import tqdm
-
-
     if not examples:
         raise ValueError("budget_sweep needs at least one example question")
     budgets = list(budgets)
@@ -142,10 +141,7 @@ def plot_tool_efficiency(points: Sequence[BudgetPoint], axes=None):
     return axes
 
 
-def load_budget_points(path: str | Any) -> list[BudgetPoint]:
-    import json
-    from pathlib import Path
-
+def load_budget_points(path: str | Path) -> list[BudgetPoint]:
     path = Path(path)
     if not path.exists():
         return []

@@ -16,7 +16,7 @@ from helpers.efficiency.report import write_report
 from helpers.efficiency.rewards import EfficiencyConfig
 from helpers.engine import connect
 from helpers.rollout import RolloutConfig
-from helpers.runs import add_config_arguments, config_from_args
+from helpers.runs import add_config_arguments, config_from_args, write_json
 from helpers.search import create_search_client
 from helpers.tracking import DEFAULT_TRACKER, TRACKERS, open_tracker
 from helpers.train import TrainConfig
@@ -101,7 +101,6 @@ def main(argv: Sequence[str] | None = None) -> Any:
             for point in mine:
                 tracker.log({"step": point.budget, **{f"budget/{key}": value for key, value in point.as_dict().items()
                                                       if key not in ("policy", "budget")}})
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps([p.as_dict() for p in points], indent=1))
+        write_json(args.out, [p.as_dict() for p in points])
     print(json.dumps([p.as_dict() for p in points], indent=1))
     return points

@@ -10,6 +10,7 @@ A hand-written `NOTES.md` in the folder (what the run shows, caveats) is appende
 from __future__ import annotations
 
 from pathlib import Path
+
 from helpers.analyse import first_last_quarter
 from helpers.efficiency.budget import load_budget_points, plot_tool_efficiency
 from helpers.efficiency.training import REWARDS, load_metrics, plot_reward_comparison
@@ -26,6 +27,10 @@ def write_report(folder: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def save(name: str) -> None:
+        plt.tight_layout()
+        plt.savefig(folder / name, dpi=110)
+        plt.close("all")
 
     folder = Path(folder)
     runs = {name: load_metrics(folder / name) for name in REWARDS if (folder / name / "metrics.jsonl").exists()}
@@ -37,9 +42,7 @@ def write_report(folder: str | Path) -> Path:
     lines = [f"# Efficiency run `{folder.name}`", ""]
     if runs:
         plot_reward_comparison(runs)
-        plt.tight_layout()
-        plt.savefig(folder / "reward_comparison.png", dpi=110)
-        plt.close("all")
+        save("reward_comparison.png")
         names = list(runs)
         lines += ["## Plain exact-match reward vs gated reward", "",
                   "Same start (the SFT checkpoint), same questions in the same order; first quarter of "
@@ -58,9 +61,7 @@ def write_report(folder: str | Path) -> Path:
         if mismatch_run:
             history = MismatchHistory.from_metrics(runs[mismatch_run])
             history.plot()
-            plt.tight_layout()
-            plt.savefig(folder / "mismatch.png", dpi=110)
-            plt.close("all")
+            save("mismatch.png")
             kls = [s.kl_k3 for s in history.steps]
             lows = [s.ratio_quantiles.get("p1", 1.0) for s in history.steps]
             highs = [s.ratio_quantiles.get("p99", 1.0) for s in history.steps]
@@ -70,9 +71,7 @@ def write_report(folder: str | Path) -> Path:
                       f"within [{min(lows):.3f}, {max(highs):.3f}].", "", "![mismatch](mismatch.png)", ""]
     if points:
         plot_tool_efficiency(points)
-        plt.tight_layout()
-        plt.savefig(folder / "budget_curve.png", dpi=110)
-        plt.close("all")
+        save("budget_curve.png")
         policies = list(dict.fromkeys(p.policy for p in points))
         budgets = sorted({p.budget for p in points})
         by = {(p.policy, p.budget): p for p in points}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -19,8 +20,6 @@ from helpers.efficiency.rewards import (
 
 def breakdown_html(rows: Sequence[EfficiencyBreakdown], labels: Sequence[str] | None = None) -> str:
     """A table of every term of R, with a bar for the advantage. All text is escaped."""
-    import html
-
     labels = list(labels) if labels is not None else [f"τ{i}" for i in range(len(rows))]
     scale = max([abs(r.advantage) for r in rows] + [1e-9])
     head = ("trajectory", "r_base", "calls", "c~", "L", "L_ref", "pen_tool", "pen_len", "pen_eff", "R", "A")

@@ -37,6 +37,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dotenv import dotenv_values
+
+from helpers import config
+
 from helpers.search.types import SearchResult, SearchStats
 
 log = logging.getLogger("helpers.search")
@@ -421,10 +425,6 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 def env_value(name: str, env_path: str | Path | None = None) -> str | None:
     """A setting from the .env file (project root by default) or the environment; never logged."""
-    from dotenv import dotenv_values
-
-    from helpers import config
-
     path = Path(env_path) if env_path else config.PROJECT_ROOT / ".env"
     values = dotenv_values(path) if path.exists() else {}
     return values.get(name) or os.environ.get(name) or None

@@ -17,13 +17,20 @@ import os
 import re
 import threading
 import time
+from array import array
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
+import numpy as np
+import Stemmer
+from tqdm.auto import tqdm
+
 # bm25s may import jax when it is installed; never let it grab a whole GPU.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import bm25s  # noqa: E402
+from bm25s.tokenization import STOPWORDS_EN  # noqa: E402
 
 from helpers import config  # noqa: E402
 from helpers.search.format import MAX_CONTENT_CHARS, cut  # noqa: E402
@@ -62,31 +69,25 @@ def split_contents(contents: str) -> tuple[str, str]:
     return head.strip().strip('"').strip(), tail.strip()
 
 
+def _open_corpus(path: Path):
+    return (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8")
+
+
 def read_corpus(path: str | Path) -> list[dict]:
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
+    with _open_corpus(Path(path)) as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
 
 _THREAD = threading.local()
-
-
-@lru_cache(maxsize=1)
-def _stopwords() -> frozenset[str]:
-    from bm25s.tokenization import STOPWORDS_EN
-
-    return frozenset(STOPWORDS_EN)
+_STOPWORDS = frozenset(STOPWORDS_EN)
 
 
 def _analyzer():
     """(stemmer, stop words); one stemmer per thread, PyStemmer objects are not thread-safe."""
     stemmer = getattr(_THREAD, "stemmer", None)
     if stemmer is None:
-        import Stemmer
-
         stemmer = _THREAD.stemmer = Stemmer.Stemmer("english")
-    return stemmer, _stopwords()
+    return stemmer, _STOPWORDS
 
 
 def analyze(text: str) -> list[str]:
@@ -94,14 +95,6 @@ def analyze(text: str) -> list[str]:
     stemmer, stopwords = _analyzer()
     words = [w for w in TOKEN_PATTERN.findall(text.lower()) if w not in stopwords]
     return stemmer.stemWords(words)
-
-
-def _progress(iterable, show: bool, desc: str):
-    if not show:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, desc=desc, unit=" passages", mininterval=1.0)
 
 
 class CorpusTokenizer:
@@ -112,8 +105,6 @@ class CorpusTokenizer:
     """
 
     def __init__(self):
-        from array import array
-
         self.vocab: dict[str, int] = {}
         self._word_ids: dict[str, int] = {}
         self._ids = array("i")
@@ -146,8 +137,6 @@ class CorpusTokenizer:
         self._lengths.append(len(ids))
 
     def arrays(self):
-        import numpy as np
-
         return np.frombuffer(self._ids, dtype=np.int32), np.frombuffer(self._lengths, dtype=np.int32)
 
 
@@ -157,9 +146,6 @@ def bm25_from_ids(ids, lengths, vocab: dict[str, int], k1: float = 1.5, b: float
     bm25s scores documents one by one in Python; here the (term, document) pairs are counted
     and scored as whole arrays and laid out column-wise (CSC) exactly as bm25s stores them.
     """
-    import bm25s
-    import numpy as np
-
     vocab = dict(vocab)
     vocab.setdefault("", len(vocab))  # bm25s's empty token, so empty queries still score
     n_docs, n_vocab = len(lengths), len(vocab)
@@ -222,11 +208,10 @@ def build_index(corpus: str | Path | None = None, index_dir: str | Path | None =
     index_dir.mkdir(parents=True, exist_ok=True)
     manifest.unlink(missing_ok=True)  # an interrupted build must not look finished
     tokenizer = CorpusTokenizer()
-    opener = gzip.open if corpus.suffix == ".gz" else open
     # one streaming pass: copy the passages beside the index, keep only token ids (int32)
-    with opener(corpus, "rt", encoding="utf-8") as source, \
-            (index_dir / "passages.jsonl").open("w", encoding="utf-8") as target:
-        for line in _progress(source, show_progress, "tokenise passages"):
+    with _open_corpus(corpus) as source, (index_dir / "passages.jsonl").open("w", encoding="utf-8") as target:
+        for line in tqdm(source, desc="tokenise passages", unit=" passages", mininterval=1.0,
+                         disable=not show_progress):
             if line.strip():
                 row = json.loads(line)
                 tokenizer.add(row["contents"])
@@ -253,8 +238,6 @@ class LocalIndex:
 
     @classmethod
     def load(cls, index_dir: str | Path | None = None) -> "LocalIndex":
-        import bm25s
-
         index_dir = Path(index_dir) if index_dir else default_index_dir()
         if not (index_dir / "manifest.json").exists():
             raise FileNotFoundError(f"no search index in {index_dir}: run `make setup` "
@@ -283,8 +266,6 @@ class LocalIndex:
 
     def search(self, query: str, k: int = 3) -> list[Passage]:
         """Top-k passages with a positive score, best first (empty when no word matches)."""
-        import numpy as np
-
         ids = [self._vocab[t] for t in analyze(query) if t in self._vocab]
         if not ids or k <= 0:
             return []

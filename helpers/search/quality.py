@@ -16,8 +16,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from helpers import config
+from helpers.data import read_flashrag_jsonl
 from helpers.reward import contains_answer
+from helpers.search.local import get_index
 
 
 def answer_in(passages_text: list[str], answers: list[str]) -> bool:
@@ -32,8 +36,6 @@ def retrieval_quality(rows: list[dict], index, ks: tuple[int, ...] = (1, 3, 5, 1
     ``rows`` are course/FlashRAG rows with ``question``, ``answers`` and optional
     ``metadata.gold_passage_ids`` / ``metadata.gold_titles``; ``index`` is a ``LocalIndex``.
     """
-    from tqdm.auto import tqdm
-
     depth = max(ks)
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for row in tqdm(rows, desc="retrieval quality", disable=not show_progress):
@@ -69,8 +71,6 @@ def format_quality(report: dict[str, dict[str, float]]) -> str:
 
 def dev_rows(shared: str | Path | None = None) -> list[dict]:
     """All questions of the offline pack with their gold passages (the 'dev' questions)."""
-    from helpers.data import read_flashrag_jsonl
-
     questions = Path(shared or config.shared_dir()) / "data" / "questions"
     rows = []
     for name, source in [("nq_dev", "nq"), ("hotpotqa_dev", "hotpotqa"),
@@ -83,8 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.search.quality")
     parser.add_argument("--ks", default="1,3,5,10")
     args = parser.parse_args(argv)
-    from helpers.search.local import get_index
-
     report = retrieval_quality(dev_rows(), get_index(), ks=tuple(int(k) for k in args.ks.split(",")))
     print(format_quality(report))
     return 0

@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 from helpers.search.http import valid_unicode
+from helpers.search.local import get_index
 
 MAX_QUERIES = 512
 MAX_TOPK = 100
@@ -235,8 +236,6 @@ class RetrievalServer:
                  index_dir: str | Path | None = None, request_timeout: float = REQUEST_TIMEOUT,
                  workers: int = WORKERS, backlog: int = BACKLOG):
         if index is None:
-            from helpers.search.local import get_index
-
             index = get_index(index_dir)
         handler = type("Handler", (_Handler,), {"index": index, "default_topk": topk, "timeout": request_timeout})
         self.httpd = _PooledHTTPServer((host, port), handler, workers=workers, backlog=backlog)
