@@ -234,6 +234,16 @@ show(nested["root"])
 # offered first come from the recorded evaluation, where a budget visibly matters; you can also type
 # your own (it has no reference answer, so its reward only checks the format).
 #
+# **Which case you are in.** In the full profile with the recorded adapter, every branch is sampled
+# from the trained policy. Where that adapter cannot run (the fast profile's SmolLM2-135M) or when
+# you pick the base model, the policy almost never writes a valid search, and a budget on searches
+# has nothing to act on. Then the playground adds one **teacher-forced** branch, the last τ, striped
+# and labelled "teacher-forced": its searches and answer are *given* (for an offered question, what
+# the recorded run's trained policy searched and answered; for the running example, its two hops),
+# but they run through the same state machine and the same budgets, with this policy's logprobs,
+# so ✂ and the ends by budget show on it. It is scored on its own, outside the group's advantages.
+# The line printed under the playground says which case this run is.
+#
 # Move any slider: the group runs again and the table under the buttons says, branch by branch, what
 # changed against the previous run: searches made, observation tokens kept, observations cut, how the
 # branch ended, its answer, reward and advantage. Try:
@@ -255,10 +265,13 @@ from helpers.policies import TRAINED_POLICY, default_policy, policy_options, una
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_questions, live_run_fn
 
-playground = RolloutPlayground(live_run_fn(seed=1), values=values, policies=policy_options(),
+playground = RolloutPlayground(live_run_fn(seed=1, teacher_forced=True), values=values, policies=policy_options(),
                                policy=default_policy(), questions=budget_questions())
 if unavailable_reason(TRAINED_POLICY):  # e.g. the fast profile's small model
     print("not the recorded SFT + GRPO policy:", unavailable_reason(TRAINED_POLICY))
+forced = [leaf["index"] for leaf in playground.tree.data["leaves"] if leaf["source"] == "teacher-forced"]
+print(f"this run: policy {playground.current()['policy']};",
+      f"no sampled branch searched, so τ{forced[0]} is teacher-forced" if forced else "every branch is sampled")
 playground
 
 # %% [markdown]

@@ -299,3 +299,95 @@ def test_budget_questions_come_from_the_recorded_run():
     assert len(picked) == 8 and all(q.example.answers for q in picked)
     kinds = {q.why.split(":")[0] for q in picked[:3]}
     assert len(kinds) == 3
+
+
+def _trajectory(*kinds):
+    return SimpleNamespace(turns=[SimpleNamespace(kind=kind) for kind in kinds], group_index=0, answer="")
+
+
+@pytest.mark.parametrize("kinds, forced", [(("answer",), True), (("invalid",), True), (("tool",), False)])
+def test_a_teacher_forced_branch_is_added_only_when_no_sampled_branch_tried_to_search(monkeypatch, kinds, forced):
+    import helpers.widgets.live as live
+
+    batch = [_trajectory(*kinds), _trajectory("answer")]
+    monkeypatch.setattr("helpers.rollout.rollout_batch", lambda *args, **kwargs: batch)
+    monkeypatch.setattr(live, "search_client_for", lambda topk, backend="local": "search")
+    monkeypatch.setattr(live, "tree_data", lambda group, tok: tree(*[branch(i, [answer("Answer: x")], 0.0, 0.0)
+                                                                    for i in range(len(group))]))
+    given = []
+
+    def fake_forced(example, queries, gold, **kwargs):
+        given.append((example.id, list(queries), gold, kwargs["values"]["max_tool_response_tokens"],
+                      kwargs["group_index"]))
+        return SimpleNamespace(answer=gold)
+
+    monkeypatch.setattr(live, "forced_trajectory", fake_forced)
+    from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
+
+    values = {**budgets("fast"), "policy": "base", "question": RUNNING_EXAMPLE, "max_tool_response_tokens": 32}
+    policy = SimpleNamespace(sampler=None, tokenizer=None, label="base model")
+    data = live_run_fn(load=lambda name: policy, teacher_forced=True)(values)
+    sources = [leaf.get("source", "sampled") for leaf in data["leaves"]]
+    if forced:
+        assert given == [(RUNNING_EXAMPLE.id, list(QUERIES), ANSWER, 32, 2)]
+        assert sources == ["sampled", "sampled", "teacher-forced"] and data["leaves"][2]["advantage"] == 0.0
+        assert "τ2 is added, teacher-forced" in data["note"]
+    else:  # a policy that searches (even a call the budget refuses) is shown as it is
+        assert given == [] and sources == ["sampled", "sampled"] and "note" not in data
+    assert "note" not in live_run_fn(load=lambda name: policy)(values)  # off unless asked for
+    typed = live_run_fn(load=lambda name: policy, teacher_forced=True)({**values, "question": "who?"})
+    assert len(typed["leaves"]) == 2 and (forced == ("typed question" in typed.get("note", "")))
+
+
+def test_the_forced_path_of_a_recorded_question_is_what_a_trained_policy_did(tmp_path, monkeypatch):
+    from helpers.widgets.live import forced_path
+
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    folder = tmp_path / "run" / "eval"
+    _write_eval(folder, "sft", [{**_row("a", 2), "queries": ["q1", "q2"], "answer": "sft answer"},
+                                {**_row("b", 1), "queries": ["b1"], "answer": None}])
+    _write_eval(folder, "sft_grpo", [{**_row("a", 1), "queries": ["q1"], "answer": "grpo answer"},
+                                     {**_row("b", 1), "queries": ["b1"], "answer": "b answer"}])
+    queries, answer_text, origin = forced_path(SearchExample("a", "question a", ["gold a"], "hotpotqa"), run="run")
+    assert queries == ["q1", "q2"] and answer_text == "sft answer" and "recorded SFT policy" in origin
+    assert forced_path(SearchExample("b", "question b", ["gold b"], "nq"), run="run")[:2] == (["b1"], "b answer")
+    assert forced_path(SearchExample("typed", "my own", [], "typed"), run="run") is None
+
+
+def test_teacher_forced_branches_are_labelled_in_the_tree_the_change_table_and_the_note():
+    from helpers.widgets.tree import normalise_tree, tree_html
+
+    data = tree(branch(0, [answer("Answer: x")], 0.0, 0.0),
+                {**branch(1, [tool("q", 0, cut=True, fitted=False)], -0.1, 0.0, "observation_budget"),
+                 "source": "teacher-forced"})
+    assert [leaf["source"] for leaf in normalise_tree(data)["leaves"]] == ["sampled", "teacher-forced"]
+    html = tree_html(data)
+    assert html.count("teacher-forced") == 2 and 'data-source="teacher-forced"' in html and "(cut)" in html
+    with pytest.raises(ValueError, match="source"):
+        normalise_tree(tree({**branch(0, [], 0.0, 0.0), "source": EVIL}))
+    table = changes_html(compare_runs(None, data))
+    assert table.count("teacher-forced") == 1
+    playground = RolloutPlayground(lambda values: {**data, "note": "τ1 is teacher-forced " + EVIL},
+                                   values=budgets("fast"), background=False)
+    assert "τ1 is teacher-forced" in playground.note.value and "<img" not in playground.note.value
+
+
+@pytest.mark.slow
+def test_in_the_fast_profile_a_tiny_observation_budget_cuts_a_search_of_the_tree(monkeypatch):
+    """Notebook 05's playground on the fast profile's small model, which does not search on its own."""
+    import torch
+
+    from helpers.widgets.changes import run_summary
+
+    monkeypatch.setenv("COURSE_PROFILE", "fast")
+    torch.set_num_threads(2)
+    question = budget_questions()[0].example
+    run = live_run_fn(seed=1, teacher_forced=True)
+    data = run({**budgets("fast"), "policy": "base", "question": question, "max_tool_response_tokens": 96})
+    summaries = run_summary(data)
+    assert any(row["cut"] for row in summaries), summaries  # the tree shows ✂ on some search
+    sampled_searched = any(row["source"] == "sampled" and row["searches"] for row in summaries)
+    assert sampled_searched or [row["source"] for row in summaries].count("teacher-forced") == 1
+    forced = [row for row in summaries if row["source"] == "teacher-forced"]
+    if forced:
+        assert forced[0]["end_reason"] == "observation_budget" and "teacher-forced" in data["note"]

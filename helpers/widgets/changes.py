@@ -36,6 +36,7 @@ def branch_summary(leaf: dict[str, Any]) -> dict[str, Any]:
     given = [t for t in tools if t.get("observation_tokens") is not None]
     return {
         "index": int(leaf.get("index", 0)),
+        "source": str(leaf.get("source") or "sampled"),
         "searches": len(given),
         "observation_tokens": sum(int(t["observation_tokens"]) for t in given),
         "cut": sum(bool(t.get("cut")) for t in tools),
@@ -113,10 +114,12 @@ def changes_html(rows: list[dict[str, Any]], settings: dict[str, tuple[Any, Any]
                              f"{_cell(field, new[field])}</td>")
             else:
                 cells.append(f"<td>{_cell(field, new[field])}</td>")
+        forced = any(r is not None and r["source"] == "teacher-forced" for r in (new, old))
+        label = " <small>teacher-forced</small>" if forced else ""
         searches = "" if new is None else f' data-searches="{new["searches"]}"'
         before = "" if old is None else f' data-searches-before="{old["searches"]}"'
         body.append(f'<tr data-testid="change-row" data-index="{row["index"]}" data-status="{esc(row["status"])}"'
-                    f'{searches}{before}><td>{esc(row_prefix)}{row["index"]} <small>{esc(row["status"])}</small></td>'
+                    f'{searches}{before}><td>{esc(row_prefix)}{row["index"]}{label} <small>{esc(row["status"])}</small></td>'
                     f'{"".join(cells)}</tr>')
     return (f'<div class="srt-changes" data-testid="change-summary">{head}<table><tr><th>branch</th>{header}</tr>'
             f'{"".join(body)}</table></div>')

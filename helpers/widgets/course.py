@@ -136,6 +136,11 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
     build_next_prompt), and its "old logprobs" are what the model assigns to those tokens
     (compute_logprobs), i.e. what the sampler would have reported had it sampled them. Used when
     the untrained model does not search on its own but a notebook needs a search trajectory.
+
+    With `values` (a playground's sliders) every budget binds as in a sampled rollout: a turn
+    longer than max_assistant_tokens is cut there (and so becomes invalid), a call beyond
+    max_search_calls ends the branch, observations are fitted to max_tool_response_tokens.
+    Without them the budgets are widened so that every given turn runs.
     """
     from helpers.protocol import build_messages, build_prompt, template_family
     from helpers.reward import score
@@ -145,14 +150,19 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
         current = engine()
         sampler, tokenizer = sampler or current.sampler, tokenizer or current.tokenizer
     search = search or search_client()
-    config = rollout_config(values or {}, max_search_calls=len(queries) + 1, max_assistant_turns=len(queries) + 2)
     if values is None:
-        config.max_tool_response_tokens, config.max_trajectory_tokens = 512, 4096
+        config = rollout_config({}, max_search_calls=len(queries) + 1, max_assistant_turns=len(queries) + 2,
+                                max_tool_response_tokens=512, max_trajectory_tokens=4096)
+    else:
+        config = rollout_config(values)
     trajectory = Trajectory(example=example, group_index=group_index,
                             messages=build_messages(example.question, None, template_family(tokenizer)))
     prompt = build_prompt(tokenizer, trajectory.messages)
     for text in [*(call_text(q) for q in queries), f"Answer: {answer}"]:
         sequence = forced_sequence(sampler, tokenizer, prompt, text)
+        if len(sequence.tokens) > config.max_assistant_tokens:  # the sampler would have stopped here
+            keep = config.max_assistant_tokens
+            sequence.tokens, sequence.logprobs, sequence.stop_reason = sequence.tokens[:keep], sequence.logprobs[:keep], "length"
         pending = consume_assistant(trajectory, prompt, sequence, tokenizer, config)
         if pending is None:
             break

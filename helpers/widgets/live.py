@@ -15,9 +15,10 @@ from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 from helpers.data import SearchExample
-from helpers.policies import RECORDED_RUN, load_policy, run_dir
+from helpers.policies import POLICY_LABELS, RECORDED_RUN, load_policy, run_dir
+from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
 from helpers.widgets.adapters import tree_data
-from helpers.widgets.course import rollout_config, search_client
+from helpers.widgets.course import forced_trajectory, rollout_config, search_client
 
 
 @dataclass
@@ -34,6 +35,13 @@ def _rows(path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _recorded_rows(run: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """The recorded evaluation's agent rows: policy name -> question id -> row."""
+    folder = run_dir(run) / "eval"
+    return {name: {row["id"]: row for row in _rows(folder / f"{name}.jsonl") if row.get("mode", "agent") == "agent"}
+            for name in ("sft", "sft_grpo")}
+
+
 def budget_questions(limit: int = 8, run: str | None = None) -> list[BudgetQuestion]:
     """Questions from the recorded evaluation where moving a budget changes what the agent does.
 
@@ -43,9 +51,7 @@ def budget_questions(limit: int = 8, run: str | None = None) -> list[BudgetQuest
     one search (max_search_calls 1 → 0 leaves it to what the model knows); within a kind, the
     shortest questions first. Empty when the run has no evaluation rows.
     """
-    folder = run_dir(run) / "eval"
-    by_policy = {name: {row["id"]: row for row in _rows(folder / f"{name}.jsonl") if row.get("mode", "agent") == "agent"}
-                 for name in ("sft", "sft_grpo")}
+    by_policy = _recorded_rows(run)
     ids = list(dict.fromkeys([*by_policy["sft_grpo"], *by_policy["sft"]]))
 
     def row_of(qid: str) -> dict[str, Any]:
@@ -135,9 +141,63 @@ def _with_answers(data: dict[str, Any], batch: Sequence[Any]) -> dict[str, Any]:
     return data
 
 
-def live_run_fn(*, seed: int = 1, backend: str = "local", load: Callable[[Any], Any] = load_policy
-                ) -> Callable[..., dict[str, Any]]:
-    """The playground's run function: one question, a group, the picked policy and budgets."""
+def forced_path(example: Any, run: str | None = None) -> tuple[list[str], str, str] | None:
+    """The searches and the answer a teacher-forced branch gives for `example`, and their origin.
+
+    The running example: its two hops and its gold answer. A question of the recorded evaluation:
+    what a trained policy of the recorded run searched and answered there (the policy that searched
+    more often, so that a search budget has something to refuse). None for any other question.
+    """
+    if example.id == RUNNING_EXAMPLE.id:
+        return list(QUERIES), ANSWER, "the running example's two searches and its gold answer"
+    rows = [(name, row.get(example.id)) for name, row in _recorded_rows(run).items()]
+    rows = [(name, row) for name, row in rows if row and row.get("queries") and row.get("answer")]
+    if not rows:
+        return None
+    name, row = max(rows, key=lambda item: (len(item[1]["queries"]), item[0] == "sft_grpo"))
+    return ([str(q) for q in row["queries"]], str(row["answer"]),
+            f"the searches and the answer of the recorded {POLICY_LABELS[name]} policy on this question")
+
+
+def add_forced_branch(data: dict[str, Any], batch: Sequence[Any], example: Any, policy: Any, search: Any,
+                      values: dict[str, Any], control: Any = None) -> dict[str, Any]:
+    """When no sampled branch of `batch` even tried to search, add one teacher-forced branch.
+
+    A policy that never calls the tool (an untrained or very small model) leaves every search
+    budget idle. The added branch's turns are given (`forced_path`), but they run through the same
+    state machine and the same budgets, so a tiny observation budget cuts its evidence (✂) and
+    max_search_calls refuses its calls. It is labelled `source: "teacher-forced"`, scored on its
+    own (its advantage is not part of the sampled group's) and explained in `data["note"]`.
+    """
+    if any(turn.kind == "tool" for trajectory in batch for turn in trajectory.turns):
+        return data
+    path = forced_path(example)
+    if path is None:
+        data["note"] = ("no sampled branch tried to search, so no budget on searches binds here; a typed question "
+                        "has no search path to teacher-force: pick one of the offered questions to see them bind")
+        return data
+    queries, answer, origin = path
+    if control is not None:
+        control.check()
+        control.progress("teacher-forced branch")
+    forced = forced_trajectory(example, queries, answer, sampler=policy.sampler, tokenizer=policy.tokenizer,
+                               search=search, values=values, group_index=len(batch))
+    leaf = tree_data([forced], policy.tokenizer)["leaves"][0]
+    leaf.update(index=len(batch), answer=forced.answer or "", source="teacher-forced", advantage=0.0)
+    data["leaves"].append(leaf)
+    data["note"] = (f"no sampled branch tried to search, so τ{leaf['index']} is added, teacher-forced: its turns are "
+                    f"{origin}, not sampled; they run through the same state machine and budgets (its logprobs are "
+                    "this policy's), and it is scored on its own, outside the group's advantages")
+    return data
+
+
+def live_run_fn(*, seed: int = 1, backend: str = "local", load: Callable[[Any], Any] = load_policy,
+                teacher_forced: bool = False) -> Callable[..., dict[str, Any]]:
+    """The playground's run function: one question, a group, the picked policy and budgets.
+
+    teacher_forced: when no sampled branch tried to search, add a teacher-forced one
+    (`add_forced_branch`), so that the budgets on searches still have something to act on.
+    """
     from helpers.rollout import rollout_batch
 
     def run(values: dict[str, Any], control: Any = None) -> dict[str, Any]:
@@ -146,9 +206,12 @@ def live_run_fn(*, seed: int = 1, backend: str = "local", load: Callable[[Any], 
         policy = load(values.get("policy"))
         search = search_client_for(int(values.get("search_topk", 3)), backend)
         example = as_example(values.get("question"))
-        batch = rollout_batch(WatchedSampler(policy.sampler, control), policy.tokenizer, search, [example],
-                              rollout_config(values, seed=seed), progress=False)
-        return _with_answers(tree_data(list(batch), policy.tokenizer), batch)
+        batch = list(rollout_batch(WatchedSampler(policy.sampler, control), policy.tokenizer, search, [example],
+                                   rollout_config(values, seed=seed), progress=False))
+        data = _with_answers(tree_data(batch, policy.tokenizer), batch)
+        if teacher_forced:
+            data = add_forced_branch(data, batch, example, policy, search, values, control)
+        return data
 
     return run
 
@@ -184,5 +247,5 @@ def budget_run_fn(examples: Sequence[Any], *, seed: int = 0, temperature: float 
     return run
 
 
-__all__ = ["BudgetQuestion", "RECORDED_RUN", "WatchedSampler", "as_example", "budget_questions", "budget_run_fn",
-           "live_run_fn", "search_client_for"]
+__all__ = ["BudgetQuestion", "RECORDED_RUN", "WatchedSampler", "add_forced_branch", "as_example", "budget_questions",
+           "budget_run_fn", "forced_path", "live_run_fn", "search_client_for"]

@@ -3,7 +3,8 @@ again; its tree is redrawn and a table says, branch by branch, what changed agai
 
 `run_fn(values) -> tree data` is supplied by the notebook (`helpers.widgets.live.live_run_fn`
 calls rollout_batch); keeping it a parameter lets the widget be tested without a model. `values`
-holds every slider's value, plus "policy" and "question" when those pickers are shown. A run_fn
+holds every slider's value, plus "policy" and "question" when those pickers are shown; the tree
+data it returns may carry a "note" (shown above the change table). A run_fn
 that takes a second argument gets a `RunControl`: `control.progress(text)` updates the status
 line, and `control.check()` raises `Superseded` once a newer change is waiting, so a run in flight
 can stop at its next step.
@@ -133,6 +134,8 @@ class RolloutPlayground(widgets.VBox):
                                   widgets.VBox([self.sliders[n] for n in names[half:]])]))
         self.status = widgets.HTML("")
         self.status.add_class("srt-playground-status")
+        self.note = widgets.HTML("")  # what the run function says about its result (e.g. a teacher-forced branch)
+        self.note.add_class("srt-playground-note")
         self.changes = widgets.HTML("")
         self.changes.add_class("srt-playground-changes")
         self.tree = TrajectoryTree()
@@ -147,7 +150,7 @@ class RolloutPlayground(widgets.VBox):
         for control in [*self.sliders.values(), *self.pickers.values()]:
             control.observe(self._changed, names="value")
         self._show_why()
-        super().__init__([*rows, widgets.HBox([self.button, self.status]), self.changes, self.tree], **kwargs)
+        super().__init__([*rows, widgets.HBox([self.button, self.status]), self.note, self.changes, self.tree], **kwargs)
         self.add_class("srt-playground")
         if run_now:
             self.run()
@@ -267,6 +270,8 @@ class RolloutPlayground(widgets.VBox):
         moved = setting_changes(self.last_values, comparable)
         self.changes.value = changes_html(compare_runs(self.last_data, data), moved, row_prefix=self.row_prefix)
         self.tree.update(data)
+        note = str(data.get("note") or "")
+        self.note.value = f'<p data-testid="playground-note"><b>note:</b> {esc(note)}</p>' if note else ""
         self.last_values, self.last_data = comparable, data
         leaves = len(self.tree.data["leaves"])
         self.status.value = (

@@ -48,7 +48,8 @@ function details(leaf, hasGold) {
   const box = node("div", "srt-details");
   box.dataset.testid = "tree-details";
   box.appendChild(node("div", "srt-details-title",
-    `τ${leaf.index}: reward ${signed(leaf.reward)}, advantage ${signed(leaf.advantage)}, ` +
+    `τ${leaf.index}${leaf.source === "teacher-forced" ? " (teacher-forced: given turns, not sampled)" : ""}: ` +
+    `reward ${signed(leaf.reward)}, advantage ${signed(leaf.advantage)}, ` +
     `format ${leaf.valid_format ? "valid" : "invalid"}` +
     (hasGold ? `, exact match ${leaf.exact_match ? "yes" : "no"}` : "") +
     (leaf.end_reason ? `, ended by ${leaf.end_reason}` : "")));
@@ -91,11 +92,18 @@ function render({ model, el }) {
 
     const branches = node("div", "srt-branches");
     (data.leaves || []).forEach((leaf) => {
-      const row = node("div", "srt-leaf" + (leaf.index === selected ? " srt-selected" : ""));
+      const forced = leaf.source === "teacher-forced";
+      const row = node("div", "srt-leaf" + (leaf.index === selected ? " srt-selected" : "") + (forced ? " srt-forced" : ""));
       row.dataset.testid = "tree-leaf";
       row.dataset.index = String(leaf.index);
+      row.dataset.source = leaf.source || "sampled";
       row.style.borderLeftColor = colour(leaf.advantage);
       row.appendChild(node("span", "srt-leaf-name", `τ${leaf.index}`));
+      if (forced) {
+        const badge = node("span", "srt-forced-badge", "teacher-forced");
+        badge.title = "its turns are given, not sampled; they run through the same state machine and budgets";
+        row.appendChild(badge);
+      }
       const turns = node("span", "srt-turns");
       leaf.turns.forEach((turn, position) => {
         if (position > 0) turns.appendChild(node("span", "srt-arrow", "→"));

@@ -5,6 +5,7 @@ Data shape (plain dicts, see `helpers.widgets.adapters.tree_data`):
     {"question": str, "answers": [str, ...],
      "leaves": [{"index": int, "reward": float, "advantage": float,
                  "exact_match": bool, "valid_format": bool,
+                 "source": "sampled" | "teacher-forced",  (optional; given turns are labelled)
                  "turns": [{"kind": "tool" | "answer" | "invalid", "text": str,
                             "query": str | None, "tokens": int,
                             "observation": str | None, "observation_tokens": int | None,
@@ -24,6 +25,8 @@ from helpers.widgets._html import advantage_colour, esc, fmt, shorten
 _HERE = Path(__file__).parent
 
 TURN_KINDS = ("tool", "answer", "invalid")
+# Where a branch's assistant turns come from: sampled from the policy, or given (teacher-forced).
+LEAF_SOURCES = ("sampled", "teacher-forced")
 
 
 def normalise_tree(data: dict[str, Any]) -> dict[str, Any]:
@@ -50,9 +53,13 @@ def normalise_tree(data: dict[str, Any]) -> dict[str, Any]:
                     "error": None if turn.get("error") is None else str(turn["error"]),
                 }
             )
+        source = str(leaf.get("source") or "sampled")
+        if source not in LEAF_SOURCES:
+            raise ValueError(f"leaf source must be one of {LEAF_SOURCES}, got {source!r}")
         leaves.append(
             {
                 "index": int(leaf.get("index", position)),
+                "source": source,
                 "reward": float(leaf.get("reward", 0.0)),
                 "advantage": float(leaf.get("advantage", 0.0)),
                 "exact_match": bool(leaf.get("exact_match", False)),
@@ -88,9 +95,12 @@ def tree_html(data: dict[str, Any], selected: int | None = None) -> str:
             f'<span class="srt-turn srt-{esc(turn["kind"])}" title="{esc(turn["text"])}">{esc(turn_label(turn))}</span>'
             for turn in leaf["turns"]
         )
+        forced = leaf["source"] == "teacher-forced"
+        badge = ' <span class="srt-forced-badge">teacher-forced</span>' if forced else ""
         rows.append(
-            f'<div class="srt-leaf" data-index="{leaf["index"]}" style="border-left:4px solid {advantage_colour(leaf["advantage"])}">'
-            f'<b>τ{leaf["index"]}</b> {chips} <span class="srt-score">reward {leaf["reward"]:+.2f} · A {fmt(leaf["advantage"])}</span></div>'
+            f'<div class="srt-leaf{" srt-forced" if forced else ""}" data-index="{leaf["index"]}" '
+            f'data-source="{esc(leaf["source"])}" style="border-left:4px solid {advantage_colour(leaf["advantage"])}">'
+            f'<b>τ{leaf["index"]}</b>{badge} {chips} <span class="srt-score">reward {leaf["reward"]:+.2f} · A {fmt(leaf["advantage"])}</span></div>'
         )
     details = ""
     if selected is not None:
