@@ -45,7 +45,7 @@ if trajectory.advantage == 0.0:
     # advantage it would have in Happy-LLM §8.3.5's example group [1, 0, 1, 0] so the mask is visible.
     trajectory = copy.deepcopy(trajectory)
     trajectory.advantage = 0.5
-print(f"{origin} trajectory: {len(trajectory.turns)} turns, reward {trajectory.reward:+.1f}, advantage {trajectory.advantage:+.2f}")
+print(f"{origin} trajectory: {len(trajectory.turns)} turns, reward {trajectory.reward:+.1f}, advantage {round(trajectory.advantage, 2) + 0.0:+.2f}")  # + 0.0 turns -0.0 into 0.0
 
 # %% [markdown]
 # ## Stitch, then shift once

@@ -58,8 +58,8 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # %% [markdown]
 # ## The sweep, on this machine
 #
-# The fast profile sweeps a few budgets on a couple of held-out questions; the full profile does
-# $b = 0\dots10$. Policies: the base model, and the SFT and GRPO checkpoints of notebook 09 when it
+# The fast profile sweeps a few budgets on one held-out question, the full profile on 20
+# (`eval_questions`), with $b = 0\dots10$. Policies: the base model, and the SFT and GRPO checkpoints of notebook 09 when it
 # has been run in this profile.
 
 # %%
