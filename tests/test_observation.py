@@ -204,7 +204,9 @@ def test_a_tokenizer_that_merges_across_items_still_gets_the_exact_fit(tokenizer
     result = SearchResult(ok=True, items=[item(f"T{k}", f"content {k}. " * 30) for k in range(4)], latency=0.0)
     full = reference_fit_tool_content(merging, *turn, "c", result, RolloutConfig(max_tool_response_tokens=4000))
     assert full.items_kept == 4 and any(token >= len(tokenizer) for token in full.next_prompt_tokens)
-    for budget in range(full.observation_tokens - 400, full.observation_tokens + 2):
+    sizes = [reference_fit_tool_content(merging, *turn, "c", SearchResult(ok=True, items=result.items[:k], latency=0.0),
+                                        RolloutConfig(max_tool_response_tokens=4000)).observation_tokens for k in range(1, 5)]
+    for budget in sorted({size + step for size in sizes for step in range(-3, 2)}):  # around each count's real size
         fast, reference = both(merging, turn, result, max_tool_response_tokens=budget)
         assert fast == reference, budget
 
