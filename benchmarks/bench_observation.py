@@ -127,7 +127,6 @@ def bench_grpo(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from helpers.runs import result as wait
     from helpers.learnable import SFT_START
     from helpers.train import TrainConfig, open_session, step_questions, train_step
     from helpers.widgets.budgets import budgets
@@ -139,12 +138,8 @@ def bench_grpo(args) -> None:
     config = TrainConfig(model=args.model, init_from=start, max_steps=1, questions_per_batch=values["questions"],
                          rollout=rollout_config(values, group_size=values["group_size"]),
                          save_every=0, out=out, resume=False)
-    wall, cpu = time.perf_counter(), _cpu_seconds()
-    session = open_session(config)
     print(f"GRPO step of notebook 09: {values['questions']} questions x group {values['group_size']}, {config.resolved_model()} "
-          f"from {start or 'the base weights'}, {args.threads} torch threads; set-up {time.perf_counter() - wall:.1f} s wall, "
-          f"{_cpu_seconds() - cpu:.1f} s CPU")
-    batch = step_questions(session, 0)
+          f"from {start or 'the base weights'}, {args.threads} torch threads")
     fitted = {"seconds": 0.0, "calls": 0}
 
     def timed(fit):
@@ -159,14 +154,17 @@ def bench_grpo(args) -> None:
 
     tokens = {}
     for name in args.order:
-        if start:
-            wait(session.training_client.load_state(start))  # every step from the same weights
+        wall, cpu = time.perf_counter(), _cpu_seconds()
+        session = open_session(config)  # a new trainer each time: every step from the same weights
+        batch = step_questions(session, 0)
+        print(f"set-up {time.perf_counter() - wall:.1f} s wall, {_cpu_seconds() - cpu:.1f} s CPU")
         rollout.fit_tool_content = timed(reference_fit_tool_content if name == "old" else fit_tool_content)
         fitted.update(seconds=0.0, calls=0)
         wall, cpu = time.perf_counter(), _cpu_seconds()
         metrics, groups = train_step(session.training_client, session.tokenizer, session.search_client, batch, config, 0)
         wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
         tokens.setdefault(name, []).append([t.turns[-1].prompt_tokens for g in groups for t in g.trajectories])
+        del session, groups
         print(f"{name} fitting: step {wall:.1f} s wall, {cpu:.1f} s CPU (~{cpu / args.threads:.1f} s on {args.threads} "
               f"free cores); rollout {metrics['time_rollout']:.1f} s (sampling {metrics['time_sampling']:.1f}, "
               f"search phase {metrics['time_search']:.2f}), training {metrics['time_training']:.1f} s; "

@@ -554,23 +554,29 @@ def fit_tool_content(
     starts = [0] + [len(content) - len(format_item(k, item))
                     for k, (content, item) in enumerate(zip(contents[1:], result.items[1:]), start=2)]
     whole = contents[-1]
-    before: list[int] = []  # tokens of the items already kept, each followed by the next one
+    pieces: list[list[int]] = []  # item k's tokens with the next item's start after it
     predicted: list[int] = []  # items kept so far + the next item closing the observation
     kept = 0
     while kept < len(contents):
         lead = frame.opening if kept == 0 else ""
-        predicted = [*before, *_encode(tokenizer, lead + whole[starts[kept]:len(contents[kept])] + frame.tail)]
+        closing_piece = _encode(tokenizer, lead + whole[starts[kept]:len(contents[kept])] + frame.tail)
+        predicted = [token for piece in pieces for token in piece] + closing_piece
         if len(predicted) > room:
             break
         if kept + 1 < len(contents):
-            before += _encode(tokenizer, lead + whole[starts[kept]:starts[kept + 1]])
+            pieces.append(_encode(tokenizer, lead + whole[starts[kept]:starts[kept + 1]]))
         kept, chosen = kept + 1, predicted
 
     observation = frame.observation(contents[kept - 1]) if kept else None
+    # The tokens chosen are checked whole (the seams inside them and the one to the conversation);
+    # of the first count left out, the seam it adds (last item kept | item left out | ending).
     exact = not kept or observation == chosen
-    if exact and kept < len(contents):  # the first count left out must really be over budget
-        following = _encode(tokenizer, frame.opening + contents[kept] + frame.tail) if kept else frame.observation(contents[0])
-        exact = len(following) == len(predicted)
+    if exact and kept < len(contents):
+        if kept:
+            seam = _encode(tokenizer, ("" if kept > 1 else frame.opening) + whole[starts[kept - 1]:len(contents[kept])] + frame.tail)
+            exact = seam == pieces[kept - 1] + closing_piece
+        else:
+            exact = len(frame.observation(contents[0])) == len(predicted)
     if not exact:  # a tokenizer that merges across items: count every observation whole
         kept, observation = 0, None
         for count, content in enumerate(contents, start=1):
