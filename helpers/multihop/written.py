@@ -134,7 +134,8 @@ def promising(chain: dict, corpus: Corpus, index, held_ids: set[str]) -> bool:
     """The checks that depend on the chain and not on the wording, before any generation is spent:
     the answer only in B's passage, no held-out passage, and the rule phrasing needs a second search
     (the written question is checked again on its own words)."""
-    candidate = to_candidate(chain, plain_question(chain["relation"], chain["description"], chain["seed"], chain["where"]), "")
+    plain = plain_question(chain["relation"], chain["description"], chain["seed"], chain["where"])
+    candidate = to_candidate(chain, plain, "")
     texts = [corpus.by_id[i].title + "\n" + corpus.by_id[i].text for i in chain["passage_ids"]]
     return (verify.answer_in_last_not_first(candidate, texts) and verify.held_out_passages(candidate, held_ids)
             and verify.needs_second_search(candidate, index))
