@@ -88,6 +88,13 @@ def test_lifespan_without_its_dash_still_gives_the_birth_year():
     assert lead.facts["born"] == "1925"
 
 
+def test_the_span_of_a_war_is_no_birth_and_death():
+    war = read_lead("p", "Russian Civil War", "The Russian Civil War (1917–1922) was a multi-party war in the "
+                    "former Russian Empire.")
+    assert war.description == "multi-party war"
+    assert "born" not in war.facts and "died" not in war.facts
+
+
 def test_a_mid_article_chunk_is_not_a_lead():
     assert read_lead("p", "Skylab", "Later plans to reuse it were stymied by delays in development.") is None
 
@@ -98,6 +105,15 @@ def test_a_mid_article_chunk_is_not_a_lead():
 def test_title_match_links_named_entities_in_text_order(corpus):
     mentions = [m.title for m in corpus.mentions(_passage(corpus, "Harbour Lights Festival"))]
     assert mentions == ["Maria Delacroix-Hunt", "Gwen Arliss", "Quayside Brass Band"]
+
+
+def test_a_one_word_name_with_punctuation_is_a_common_word_too():
+    small = Corpus(passages_from_rows([
+        data.corpus_row("Mother!", "Mother! is an American psychological horror film directed by Darren Aronofsky."),
+        data.corpus_row("A letter", "She wrote to her Mother on Sunday. Her mother replied, her mother was glad, "
+                                    "and a mother of three came."),
+    ]))
+    assert small.mentions(small.by_title["A letter"][0]) == []
 
 
 def test_entities_that_share_a_name_are_not_distinct():

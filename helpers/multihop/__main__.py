@@ -4,12 +4,16 @@
 - ``solve``: the independent solvers over every candidate that passes the rule checks, with the
   course's engine, writing ``helpers/multihop/verdicts.jsonl`` (run it where a GPU is; on a CPU
   pass ``--limit`` to measure on a sample), then rebuild the split with ``build``;
+- ``write``: bridge questions written by the engine from chains the rules did not use
+  (``helpers.multihop.written``), checked and solved; resumable, ``--until HH:MM`` stops between
+  batches; the survivors go to ``helpers/multihop/written.jsonl``, their verdicts to ``verdicts.jsonl``;
 - ``show [N]``: N random verified questions with their chains (a Markdown table).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -64,6 +68,76 @@ def solve(model: str, limit: int | None, out_path: Path, seed: int) -> int:
     return 0
 
 
+def write(model: str, limit: int | None, batch: int, until: str | None, progress: Path, out_path: Path,
+          seed: int) -> int:
+    from collections import Counter
+    from datetime import datetime, timezone
+
+    from tqdm.auto import tqdm
+
+    from helpers.data import load_rows
+    from helpers.engine import connect
+    from helpers.multihop import solvers, written
+    from helpers.search.local import LocalIndex
+
+    data_dir = config.DATA_DIR
+    corpus = build.load_corpus()
+    rule_made = build.generate_candidates(corpus, data_dir / build.CANDIDATES_FILE)
+    taken: Counter = Counter()
+    for row in load_rows(build.SPLIT, data_dir=data_dir):
+        meta = row["metadata"]
+        if not meta.get("writer"):
+            taken[meta["chain"][-1]] += 1
+            taken[(meta["chain"][-1], meta["relation"])] += 1
+    held_ids, held_questions = build.held_out(data_dir)
+    held_text = build.verify.TextIndex(held_questions)
+    index = LocalIndex.load(data_dir / "index")
+    chains = written.fresh_chains(corpus, seed, {c["id"] for c in rule_made}, taken,
+                                  keep=lambda chain: written.promising(chain, corpus, index, held_ids))
+    chains = itertools.islice(chains, limit) if limit is not None else chains
+    records = {r["id"]: r for r in written.read_records(progress)}
+    client = connect("local").create_sampling_client(base_model=model)
+    tokenizer = client.get_tokenizer()
+    stop = (datetime.now(timezone.utc).replace(hour=int(until[:2]), minute=int(until[3:5]), second=0)
+            if until else None)
+    started = time.perf_counter()
+    bar = tqdm(total=limit, desc="written questions", unit=" chains")
+    while stop is None or datetime.now(timezone.utc) < stop:
+        chunk = []  # the next batch of chains no earlier run has tried
+        for chain in chains:
+            bar.update(1)
+            if chain["id"] not in records:
+                chunk.append(chain)
+                if len(chunk) == batch:
+                    break
+        if not chunk:
+            break
+        done = written.write_batch(chunk, corpus, index, held_ids, held_text, client, tokenizer, model,
+                                   show_progress=False)
+        with progress.open("a", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in done)
+        records.update((r["id"], r) for r in done)
+        new = [dict(r["verdict"], model=model) for r in done if r["verdict"]]
+        if new:
+            old = build.load_verdicts(build.VERDICTS_FILE)
+            old.update((v["id"], {k: v[k] for k in ("id", "with_all", "with_first", "pass", "model")}) for v in new)
+            solvers.write_verdicts(list(old.values()), build.VERDICTS_FILE)
+        kept = [dict(r["candidate"], license=build.LICENSE) for r in records.values() if r["kept"]]
+        out_path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n"
+                                    for c in sorted(kept, key=lambda c: c["id"])), encoding="utf-8")
+        bar.set_postfix(kept=len(kept))
+    bar.close()
+    values = list(records.values())
+    parsed = [r for r in values if r["question"]]
+    summary = {"chains": len(values), "parsed": len(parsed),
+               "rule_checks_passed": sum(all(v for k, v in r["checks"].items() if k != "solvers") for r in parsed),
+               "kept": sum(r["kept"] for r in values), "seconds_this_run": round(time.perf_counter() - started, 1)}
+    for check in [*build.verify.CHECKS[:-1], "asks_the_fact"]:
+        summary[f"fails_{check}"] = sum(1 for r in parsed if r["checks"].get(check) is False)
+    print(json.dumps(summary))
+    return 0
+
+
 def show(count: int, seed: int) -> int:
     from helpers.data import load_rows
 
@@ -89,6 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     p_solve.add_argument("--limit", type=int, default=None, help="a random sample of this many questions")
     p_solve.add_argument("--out", type=Path, default=build.VERDICTS_FILE)
     p_solve.add_argument("--seed", type=int, default=0)
+    p_write = sub.add_parser("write", help="model-written bridge questions, checked and solved")
+    p_write.add_argument("--model", default="qwen2.5-0.5b", choices=config.MODELS)
+    p_write.add_argument("--limit", type=int, default=None, help="the first N fresh chains")
+    p_write.add_argument("--batch", type=int, default=8)
+    p_write.add_argument("--until", default=None, help="UTC HH:MM after which no new batch starts")
+    p_write.add_argument("--progress", type=Path, default=None,
+                         help="resumable record of every chain tried (default DATA_DIR/written_progress.jsonl)")
+    p_write.add_argument("--out", type=Path, default=None)
+    p_write.add_argument("--seed", type=int, default=build.SEED)
     p_show = sub.add_parser("show", help="print random verified questions as a Markdown table")
     p_show.add_argument("count", type=int, nargs="?", default=30)
     p_show.add_argument("--seed", type=int, default=0)
@@ -98,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "solve":
         return solve(args.model, args.limit, args.out, args.seed)
+    if args.command == "write":
+        from helpers.multihop.written import WRITTEN_FILE
+
+        progress = args.progress or config.DATA_DIR / "written_progress.jsonl"
+        return write(args.model, args.limit, args.batch, args.until, progress, args.out or WRITTEN_FILE, args.seed)
     return show(args.count, args.seed)
 
 

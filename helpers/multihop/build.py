@@ -10,6 +10,9 @@
 3. ``DATA_DIR/synthetic.jsonl`` in the course's row format (``load_examples("synthetic")``),
    ``DATA_DIR/synthetic_report.json`` with the counts.
 
+Bridge questions written by a model (``helpers/multihop/written.jsonl``, see
+``helpers.multihop.written``) join the rule-made candidates after them and meet the same checks.
+
 The solvers' verdicts come from ``helpers/multihop/verdicts.jsonl`` (written on a GPU by
 ``python -m helpers.multihop solve``); questions without a verdict are kept and marked
 ``metadata.solver_checked = false``.
@@ -28,9 +31,10 @@ from helpers import config
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.questions import from_seed
+from helpers.multihop.written import WRITTEN_FILE, load_written
 
 SEED = 20251201
-VERSION = 1
+VERSION = 2
 SPLIT = "synthetic"
 DATA_SOURCE = "synthetic"
 SHARD_SIZE = 2000  # seed passages per resumable shard
@@ -189,6 +193,7 @@ def to_row(candidate: dict, verdicts: dict[str, dict]) -> dict[str, Any]:
             "relation": candidate["relation"],
             "solver_checked": candidate["id"] in verdicts,
             "license": LICENSE,
+            **({"writer": candidate["writer"]} if candidate.get("writer") else {}),
         },
     }
 
@@ -214,25 +219,30 @@ def summarise(candidates: list[dict], results: list[dict[str, bool]], rows: list
         "hops": {str(k): v for k, v in sorted(Counter(r["metadata"]["hops"] for r in rows).items())},
         "relations": dict(Counter(r["metadata"]["relation"] for r in rows).most_common()),
         "solver_checked": sum(r["metadata"]["solver_checked"] for r in rows),
+        "written_candidates": sum(bool(c.get("writer")) for c in candidates),
+        "written_kept": sum(bool(r["metadata"].get("writer")) for r in rows),
     }
 
 
-def _fingerprint(seed: int, verdicts_path: Path) -> dict:
-    verdicts = verdicts_path.read_bytes() if verdicts_path.exists() else b""
-    return {"version": VERSION, "seed": seed, "verdicts": hashlib.sha1(verdicts).hexdigest()[:16]}
+def _fingerprint(seed: int, verdicts_path: Path, written_path: Path) -> dict:
+    def digest(path: Path) -> str:
+        return hashlib.sha1(path.read_bytes() if path.exists() else b"").hexdigest()[:16]
+
+    return {"version": VERSION, "seed": seed, "verdicts": digest(verdicts_path), "written": digest(written_path)}
 
 
 def prepare_synthetic(out_dir: str | Path | None = None, shared: str | Path | None = None, seed: int = SEED,
                       force: bool = False, show_progress: bool = True, index=None,
-                      verdicts_path: str | Path = VERDICTS_FILE, corpus: Corpus | None = None) -> dict[str, Any]:
+                      verdicts_path: str | Path = VERDICTS_FILE, corpus: Corpus | None = None,
+                      written_path: str | Path = WRITTEN_FILE) -> dict[str, Any]:
     """Build DATA_DIR/synthetic.jsonl (idempotent; resumes an interrupted generation)."""
     from helpers.runs import write_jsonl
     from helpers.search.local import LocalIndex
 
     out = Path(out_dir) if out_dir else config.DATA_DIR
-    verdicts_path = Path(verdicts_path)
+    verdicts_path, written_path = Path(verdicts_path), Path(written_path)
     report_path = out / REPORT_FILE
-    fingerprint = _fingerprint(seed, verdicts_path)
+    fingerprint = _fingerprint(seed, verdicts_path, written_path)
     if report_path.exists() and (out / f"{SPLIT}.jsonl").exists() and not force:
         report = json.loads(report_path.read_text())
         if report.get("fingerprint") == fingerprint:
@@ -242,6 +252,8 @@ def prepare_synthetic(out_dir: str | Path | None = None, shared: str | Path | No
     corpus = corpus or load_corpus(shared)
     index = index or LocalIndex.load(out / "index")
     candidates = generate_candidates(corpus, out / CANDIDATES_FILE, seed, show_progress=show_progress)
+    rule_ids = {c["id"] for c in candidates}
+    candidates += [c for c in load_written(written_path) if c["id"] not in rule_ids]
     verdicts = load_verdicts(verdicts_path)
     results = check_all(candidates, corpus, index, held_ids, held_questions, verdicts, show_progress)
     rows = [to_row(c, verdicts) for c, r in zip(candidates, results) if all(r.values())]

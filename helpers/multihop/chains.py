@@ -89,9 +89,10 @@ class Corpus:
         # token tuple of a clean title -> titles that read that way (several when only "(...)" differs)
         self._names: dict[tuple[str, ...], list[str]] = {}
         for title in sorted(self.by_title):
-            name = clean_title(title)
-            if linkable(title) and (" " in name or lower.get(name.lower(), 0) < COMMON_IN_CORPUS):
-                self._names.setdefault(tuple(WORD.findall(clean_title(title))), []).append(title)
+            key = tuple(WORD.findall(clean_title(title)))
+            # the key, not the name: "Mother!" matches the word "Mother", which is a common word
+            if linkable(title) and (len(key) > 1 or lower.get(key[0].lower(), 0) < COMMON_IN_CORPUS):
+                self._names.setdefault(key, []).append(title)
         self._longest = max((len(k) for k in self._names), default=0)
 
     def mentions(self, passage: Passage) -> list[Mention]:

@@ -106,6 +106,10 @@ _DESCRIPTION = re.compile(
     r"recorded|designed|made|" + "|".join(RELATIONS) + r")\b|\s*[.,;:(]|\s*$)")
 _PARENTHESES = re.compile(r"\s*\([^()]*\)")
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9\)\"'])\.\s+(?=[A-Z\"])")
+# what a lead may date with "(YYYY–YYYY)" that is neither born nor dies
+NOT_A_LIFE = frozenset("war wars conflict battle revolution uprising rebellion campaign crisis siege period era "
+                       "dynasty empire kingdom republic film series show novel collection portrait painting "
+                       "theater theatre park duo trio group band company manufacturer movement".split())
 MAX_DESCRIPTION_WORDS = 6
 LEAD_SENTENCES = 2
 
@@ -223,6 +227,9 @@ def read_lead(passage_id: str, title: str, text: str) -> Lead | None:
                 known.pop("released")
     if phrase and phrase.lower() in VAGUE:
         phrase = None
+    if phrase and phrase.split()[-1].lower() in NOT_A_LIFE:
+        known.pop("born", None)  # "(1917–1922)" after a war or a duo is no birth and death
+        known.pop("died", None)
     if LOCATED in known and (not phrase or phrase.split()[-1].lower() in REGIONS):
         del known[LOCATED]  # "the U.S. state ... is located where?" has a guessable answer
     return Lead(passage_id, title, phrase, known)

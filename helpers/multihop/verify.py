@@ -29,8 +29,8 @@ from helpers.reward import normalize_answer as normalize
 CHECKS = ("answer_in_last_not_first", "names_hidden", "needs_second_search", "held_out_passages",
           "held_out_text", "solvers", "repeats")
 TEXT_OVERLAP = 0.6  # Jaccard of content words at which two questions count as one
-MAX_PER_ENTITY = 6
-MAX_PER_FACT = 3
+MAX_PER_ENTITY = 8
+MAX_PER_FACT = 4  # more questions with one answer would let a policy answer from memory
 BM25_TOP_K = 3
 _STOP = frozenset(("what which who when where year was were is are did does the of in on a an to and "
                    "for by with from mentioned wikipedia passage about give first earlier").split())

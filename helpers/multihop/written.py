@@ -1,0 +1,268 @@
+"""Bridge questions written by a model from a chain, then held to the same checks as the rule-made ones.
+
+Perplexity's post has a model write the question from a chain: passage A mentions entity B, a fact
+about B is the answer, and B appears only through its description (the post's "The Mom Test"
+example names a book by what its author is known for). Here the writer is the course's engine,
+greedy: it sees A's title, B's name and description, and the fact, and is told to name B only as
+"the <description> mentioned in the Wikipedia passage about A". Its question is parsed
+(``parse_question``) and must then pass every check of ``helpers.multihop.verify``, the solvers'
+verdict included, exactly like a rule-made question.
+
+Chains come from the passages the rule-made stage did not ask about (``fresh_chains``): a chain
+already behind a rule-made candidate would only be the same question in other words.
+``write_batch`` runs one batch of chains end to end; ``python -m helpers.multihop write`` drives
+it, resumably, and commits the survivors to ``helpers/multihop/written.jsonl`` (CC BY-SA, derived
+from Wikipedia text), which set-up merges into the synthetic split.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from helpers.multihop import verify
+from helpers.multihop.chains import Corpus
+from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
+from helpers.multihop.questions import SEED_PLACE, answer_forms, article, candidate_id, unique_descriptions
+
+WRITTEN_FILE = Path(__file__).resolve().parent / "written.jsonl"
+KIND = "bridge"
+ID_KIND = "bridge-written"  # in the id's hash only: never the id of a rule-made question
+MAX_QUESTION_TOKENS = 48
+MIN_WORDS, MAX_WORDS = 6, 40
+SYSTEM = ("You write one quiz question from the facts you are given. The question must be answerable, "
+          "must not contain its answer, and must not name the hidden entity: describe it instead.")
+# one worked example per kind of fact, with invented entities, shown as an earlier turn: a 0.5B
+# writer copies the example's verb, so the example asks for the same kind of fact as the chain
+PERSON = ("Harbour Lights Festival", "Maria Delacroix-Hunt", "Welsh sculptor")
+WORK = ("Maria Delacroix-Hunt", "Tide Stone Circle", "granite sculpture")
+EXAMPLE_VALUES = {"born": "1931", "died": "2010", "event": "1978", "maker": "Owen Pryce", LOCATED: "Porthmadoc"}
+
+
+def plain_question(relation: str, description: str, seed: str, where: str = SEED_PLACE[0]) -> str:
+    """The plainest wording of a bridge question: what the worked example shows the writer."""
+    hidden = f"the {description} mentioned in {where} {clean_title(seed)}"
+    if relation in ("born", "died"):
+        return f"In what year was {hidden} born?" if relation == "born" else f"In what year did {hidden} die?"
+    if relation == LOCATED:
+        return f"Where is {hidden} located?"
+    if relation in MAKERS:
+        return f"Who {MAKERS[relation]} {hidden}?"
+    return f"In what year was {hidden} {RELATIONS[relation][0]}?"
+
+
+def example_for(relation: str) -> tuple[dict, str]:
+    """An invented chain asking for the same kind of fact, and the question it should give."""
+    group = relation if relation in ("born", "died", LOCATED) else "maker" if relation in MAKERS else "event"
+    seed, entity, desc = PERSON if group in ("born", "died") else WORK
+    chain = {"seed": seed, "entity": entity, "description": desc, "relation": relation,
+             "value": EXAMPLE_VALUES[group]}
+    return chain, plain_question(relation, desc, seed)
+
+
+def fact_sentence(description: str, relation: str, value: str) -> str:
+    """'the American actor was born in 1931', 'Gus Van Sant directed the American drama film'."""
+    subject = f"the {description}"
+    if relation == "born":
+        return f"{subject} was born in {value}"
+    if relation == "died":
+        return f"{subject} died in {value}"
+    if relation in MAKERS:
+        return f"{value} {MAKERS[relation]} {subject}"
+    if relation == LOCATED:
+        return f"{subject} is located in {value}"
+    return f"{subject} was {RELATIONS[relation][0]} in {value}"
+
+
+def asks_for(relation: str) -> str:
+    if relation in MAKERS:
+        return "who"
+    return "where" if relation == LOCATED else "the year"
+
+
+def _user_turn(chain: dict) -> str:
+    seed = clean_title(chain["seed"])
+    hidden = f"the {chain['description']} mentioned in {chain.get('where', SEED_PLACE[0])} {seed}"
+    return (f"Passage: {seed}\n"
+            f"It mentions {chain['entity']}, {article(chain['description'])}.\n"
+            f"Fact: {fact_sentence(chain['description'], chain['relation'], chain['value'])}.\n"
+            f"Write one question that asks {asks_for(chain['relation'])} and whose answer is {chain['value']}. "
+            f"Call {chain['entity']} only \"{hidden}\"; never write the name {chain['entity']} "
+            f"or the answer.")
+
+
+def writer_messages(chain: dict) -> list[dict]:
+    """Chat messages asking for one nameless bridge question about `chain` (a ``fresh_chains`` row)."""
+    example, answer = example_for(chain["relation"])
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": _user_turn(example)},
+            {"role": "assistant", "content": f"Question: {answer}"},
+            {"role": "user", "content": _user_turn(chain)}]
+
+
+def parse_question(reply: str, chain: dict) -> str | None:
+    """The question in a reply, or None: one line up to its first '?', naming the seed passage's title."""
+    line = next((ln.strip() for ln in reply.splitlines() if ln.strip()), "")
+    if line.lower().startswith("question:"):
+        line = line[len("question:"):].strip()
+    line = line.strip("\"'“”` ")
+    if "?" not in line:
+        return None
+    question = line[:line.index("?") + 1].strip("\"'“” ")
+    words = question.split()
+    if not MIN_WORDS <= len(words) <= MAX_WORDS or not verify.contains(question, clean_title(chain["seed"])):
+        return None
+    return question[0].upper() + question[1:]
+
+
+def asks_the_fact(candidate: dict) -> bool:
+    """The question asks for the chain's fact: its verb ("born", "directed", "located"), and "who"
+    for a maker, "where" for a place, "year" or "when" for a date."""
+    relation, question = candidate["relation"], candidate["question"].lower()
+    if relation in MAKERS:
+        return verify.contains(question, MAKERS[relation]) and verify.contains(question, "who")
+    if relation == LOCATED:
+        return verify.contains(question, "where") or verify.contains(question, "located in")
+    verb = RELATIONS[relation][0].split()[-1]
+    return verify.contains(question, verb) and (verify.contains(question, "year") or verify.contains(question, "when"))
+
+
+def promising(chain: dict, corpus: Corpus, index, held_ids: set[str]) -> bool:
+    """The checks that depend on the chain and not on the wording, before any generation is spent:
+    the answer only in B's passage, no held-out passage, and the rule phrasing needs a second search
+    (the written question is checked again on its own words)."""
+    plain = plain_question(chain["relation"], chain["description"], chain["seed"], chain["where"])
+    candidate = to_candidate(chain, plain, "")
+    texts = [corpus.by_id[i].title + "\n" + corpus.by_id[i].text for i in chain["passage_ids"]]
+    return (verify.answer_in_last_not_first(candidate, texts) and verify.held_out_passages(candidate, held_ids)
+            and verify.needs_second_search(candidate, index))
+
+
+def fresh_chains(corpus: Corpus, seed: int, used_ids: set[str], taken: Counter,
+                 max_per_entity: int = verify.MAX_PER_ENTITY, max_per_fact: int = verify.MAX_PER_FACT,
+                 keep=None) -> Iterator[dict]:
+    """2-hop chains (A mentions B; one fact of B) in a seeded order that no rule-made candidate uses.
+
+    `used_ids`: ids of the rule-made candidates; `taken`: how many kept questions already end at
+    each entity and at each (entity, relation), so a chain the repeat cap would drop is never written.
+    One chain per seed passage, so the batch spreads over the corpus; `keep(chain)` (e.g.
+    ``promising``) filters the options first. Lazy: a run that stops early pays only for what it used.
+    """
+    order = sorted(p.id for p in corpus.passages)
+    random.Random(seed).shuffle(order)
+    taken = Counter(taken)
+    for pid in order:
+        passage = corpus.by_id[pid]
+        if not clean_title(passage.title):
+            continue
+        where = SEED_PLACE[len(corpus.by_title.get(passage.title, [])) > 1]
+        rng = random.Random(f"{seed}-written-{pid}")
+        options = []
+        for title, desc in sorted(unique_descriptions(corpus, passage).items()):
+            lead = corpus.lead(title)
+            for relation, value in sorted(lead.facts.items()):
+                ids = [pid, lead.passage_id]
+                answers = answer_forms(relation, value)
+                if (candidate_id(KIND, ids, relation, answers[0]) in used_ids or taken[title] >= max_per_entity
+                        or taken[(title, relation)] >= max_per_fact):
+                    continue
+                option = {"id": candidate_id(ID_KIND, ids, relation, answers[0]), "seed": passage.title,
+                          "entity": title, "description": desc, "relation": relation, "value": value,
+                          "answers": answers, "passage_ids": ids, "where": where}
+                if keep is None or keep(option):
+                    options.append(option)
+        if options:
+            chain = rng.choice(options)
+            taken[chain["entity"]] += 1
+            taken[(chain["entity"], chain["relation"])] += 1
+            yield chain
+
+
+def to_candidate(chain: dict, question: str, writer: str) -> dict:
+    """A written question in the candidate format the checks and the split read."""
+    return {"id": chain["id"], "kind": KIND, "question": question, "answers": chain["answers"],
+            "chain": [chain["seed"], chain["entity"]], "passage_ids": chain["passage_ids"],
+            "descriptions": [chain["description"]], "relation": chain["relation"], "years": [], "compared": [],
+            "writer": writer}
+
+
+def write_questions(chains: Sequence[dict], sampling_client, tokenizer, show_progress: bool = True) -> list[str]:
+    """The writer's raw replies, one per chain (greedy, one line)."""
+    import pytrio
+    from tqdm.auto import tqdm
+
+    params = pytrio.SamplingParams(max_tokens=MAX_QUESTION_TOKENS, temperature=0.0, stop=["\n"])
+    futures = []
+    for chain in chains:
+        text = tokenizer.apply_chat_template(writer_messages(chain), add_generation_prompt=True, tokenize=False)
+        tokens = list(tokenizer.encode(text + "Question:", add_special_tokens=False))
+        futures.append(sampling_client.sample(prompt=pytrio.ModelInput.from_ints(tokens), num_samples=1,
+                                              sampling_params=params))
+    replies = []
+    for future in tqdm(futures, desc="writer", unit=" questions", disable=not show_progress, mininterval=2.0):
+        replies.append(tokenizer.decode(future.result().sequences[0].tokens, skip_special_tokens=True).strip())
+    return replies
+
+
+def write_batch(chains: Sequence[dict], corpus: Corpus, index, held_ids: set[str], held_out: verify.TextIndex,
+                sampling_client, tokenizer, writer: str, show_progress: bool = True) -> list[dict]:
+    """Write, parse and check one batch; one record per chain.
+
+    Each record holds the reply, the parsed question (or None), each check's result, and for a
+    question that passes the rule checks the solvers' verdict; ``record["kept"]`` is all of them.
+    The solvers run only on questions the rules keep, since they cost two generations each.
+    """
+    from helpers.multihop.solvers import verdicts
+
+    replies = write_questions(chains, sampling_client, tokenizer, show_progress)
+    records = []
+    for chain, reply in zip(chains, replies):
+        question = parse_question(reply, chain)
+        record = {"id": chain["id"], "reply": reply, "question": question, "checks": {}, "verdict": None}
+        if question is not None:
+            candidate = to_candidate(chain, question, writer)
+            texts = [corpus.by_id[i].title + "\n" + corpus.by_id[i].text for i in candidate["passage_ids"]]
+            record["candidate"] = candidate
+            record["checks"] = {
+                "answer_in_last_not_first": verify.answer_in_last_not_first(candidate, texts),
+                "names_hidden": verify.names_hidden(candidate),
+                "needs_second_search": verify.needs_second_search(candidate, index),
+                "held_out_passages": verify.held_out_passages(candidate, held_ids),
+                "held_out_text": verify.held_out_text(candidate, held_out),
+                "asks_the_fact": asks_the_fact(candidate),
+            }
+        records.append(record)
+    to_solve = [r["candidate"] for r in records if r["checks"] and all(r["checks"].values())]
+    if to_solve:
+        def passages_of(candidate):
+            return [(corpus.by_id[i].title, corpus.by_id[i].text) for i in candidate["passage_ids"]]
+
+        found = {v["id"]: v for v in verdicts(to_solve, passages_of, sampling_client, tokenizer, show_progress)}
+        for record in records:
+            if record["id"] in found:
+                record["verdict"] = found[record["id"]]
+                record["checks"]["solvers"] = bool(found[record["id"]]["pass"])
+    for record in records:
+        record["kept"] = bool(record["checks"]) and record["verdict"] is not None and all(record["checks"].values())
+    return records
+
+
+def read_records(path: str | Path) -> list[dict]:
+    """Records of an earlier (interrupted) run; a torn last line is dropped."""
+    path = Path(path)
+    records = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return records
+
+
+def load_written(path: str | Path = WRITTEN_FILE) -> list[dict]:
+    """The committed model-written questions, in the candidate format (empty when none)."""
+    return [r for r in read_records(path) if r.get("question")]

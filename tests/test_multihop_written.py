@@ -1,0 +1,221 @@
+"""Model-written bridge questions: the writer's prompt, parsing its reply, the checks, the merge into the split.
+
+The writer and the solvers are one scripted sampling client: a writer prompt (it ends with
+"Question:") gets the reply scripted for its chain's entity, a solver prompt (it ends with
+"Answer:") the last year of the passages it shows, so only a chain's passages can answer it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+import pytest
+
+from helpers import data
+from helpers.multihop import build, questions, verify, written
+from helpers.multihop.chains import Corpus, passages_from_rows
+from helpers.search.local import LocalIndex
+
+FESTIVAL = ("The Harbour Lights Festival is an annual arts festival in Porthmadoc. Its founding patron was "
+            "Maria Delacroix-Hunt, the poet Gwen Arliss read at the first edition, and the opening concert "
+            "featured the Quayside Brass Band.")
+# a long passage, so that the short ones of other Welsh sculptors outrank it on the question's words
+SCULPTOR = ("Maria Delacroix-Hunt (born 1931) is a Welsh sculptor. Her studio is on the cliffs above the town. "
+            + " ".join(["It looks over the quarry, the chapel and the old lifeboat station."] * 6))
+BAND = "The Quayside Brass Band is a Welsh brass band formed in 1962. It rehearses in a chapel hall."
+POET = "Gwen Arliss (born 1945) is a Welsh poet. Her collections are about the sea."
+WORDS = ("copper lantern orchard meadow velvet granite harvest lagoon ember willow compass falcon saddle "
+         "prairie timber marble cobalt thistle canyon beacon").split()
+# other Welsh sculptors, so that one search on the question does not also find Maria Delacroix-Hunt
+OTHERS = [(name, f"{name} (born {year}) is a Welsh sculptor, a Welsh sculptor born in the year {year}.")
+          for name, year in (("Eira Rhys", 1950), ("Owain Pugh", 1948), ("Siân Morgan", 1960))]
+GOOD = ("In what year was the Welsh sculptor mentioned in the Wikipedia passage about Harbour Lights "
+        "Festival born?")
+
+
+@pytest.fixture(scope="module")
+def rows():
+    rows = [data.corpus_row(title, text) for title, text in [
+        ("Harbour Lights Festival", FESTIVAL), ("Maria Delacroix-Hunt", SCULPTOR),
+        ("Quayside Brass Band", BAND), ("Gwen Arliss", POET), *OTHERS]]
+    rng = random.Random(3)
+    rows += [data.corpus_row(f"Topic {i}", " ".join(rng.choice(WORDS) for _ in range(40))) for i in range(40)]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def corpus(rows):
+    return Corpus(passages_from_rows(rows))
+
+
+@pytest.fixture(scope="module")
+def index(rows):
+    return LocalIndex.from_rows(rows)
+
+
+def _chain(corpus, entity: str) -> dict:
+    """The fresh chain from the festival to `entity` (no rule-made question excluded)."""
+    options = written.fresh_chains(corpus, 0, set(), Counter(), keep=lambda c: c["entity"] == entity)
+    return next(c for c in options if c["entity"] == entity)
+
+
+class _Scripted:
+    """Writer replies by entity; solver replies read the prompt's passages."""
+
+    def __init__(self, replies: dict[str, str]):
+        self.replies = replies
+        self.prompts: list[str] = []
+
+    class _Tokenizer:
+        def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+            return "\n".join(m["content"] for m in messages)
+
+        def encode(self, text, add_special_tokens=False):
+            return [ord(ch) for ch in text]
+
+        def decode(self, tokens, skip_special_tokens=True):
+            return "".join(chr(t) for t in tokens)
+
+    def sample(self, prompt, num_samples, sampling_params):
+        text = "".join(chr(t) for t in prompt.to_ints())
+        self.prompts.append(text)
+        if text.endswith("Question:"):
+            last_turn = text.split("Passage: ")[-1]
+            reply = next((r for entity, r in self.replies.items() if f"mentions {entity}," in last_turn), "")
+        else:
+            years = re.findall(r"\b1\d{3}\b", text.split("Question:")[0])
+            reply = years[-1] if years else "unknown"
+        future = Future()
+        future.set_result(SimpleNamespace(sequences=[SimpleNamespace(tokens=[ord(c) for c in reply])]))
+        return future
+
+
+# ------------------------------------------------------------------ the prompt
+
+
+def test_writer_prompt_carries_the_chain_and_an_example_of_the_same_fact(corpus):
+    chain = _chain(corpus, "Quayside Brass Band")
+    messages = written.writer_messages(chain)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    ask = messages[-1]["content"]
+    assert "Passage: Harbour Lights Festival" in ask and "Quayside Brass Band, a Welsh brass band" in ask
+    assert "formed in 1962" in ask and "whose answer is 1962" in ask
+    assert '"the Welsh brass band mentioned in the Wikipedia passage about Harbour Lights Festival"' in ask
+    example = messages[2]["content"]
+    assert example.startswith("Question: ") and example.endswith("formed?")  # the same verb, other entities
+    assert "Quayside" not in example and "1962" not in example
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def test_parse_takes_the_first_question_of_the_first_line(corpus):
+    chain = _chain(corpus, "Maria Delacroix-Hunt")
+    assert written.parse_question(f" Question: \"{GOOD}\" It is 1931.\nMore text?", chain) == GOOD
+    assert written.parse_question(GOOD.lower(), chain) == GOOD[0] + GOOD.lower()[1:]
+
+
+@pytest.mark.parametrize("reply", [
+    "The Welsh sculptor was born in 1931.",  # no question
+    "In what year was the Welsh sculptor born?",  # does not name the seed passage
+    "Harbour Lights Festival year?",  # too short to be a question
+    "",
+])
+def test_parse_refuses_replies_that_are_not_a_usable_question(corpus, reply):
+    assert written.parse_question(reply, _chain(corpus, "Maria Delacroix-Hunt")) is None
+
+
+def test_asks_the_fact_wants_the_facts_verb_and_kind_of_answer(corpus):
+    chain = _chain(corpus, "Maria Delacroix-Hunt")
+    assert written.asks_the_fact(written.to_candidate(chain, GOOD, "w"))
+    wrong_verb = GOOD.replace("born", "founded")
+    assert not written.asks_the_fact(written.to_candidate(chain, wrong_verb, "w"))
+    maker = dict(chain, relation="designed_by")
+    assert written.asks_the_fact(written.to_candidate(maker, "Who designed the sculpture ... Festival?", "w"))
+    assert not written.asks_the_fact(written.to_candidate(maker, "What designed the sculpture ... Festival?", "w"))
+
+
+# ------------------------------------------------------------------ which chains
+
+
+def test_fresh_chains_skip_rule_made_ones_and_full_entities(corpus):
+    rule_ids = {c.id for p in corpus.passages for c in questions.from_seed(corpus, p, 0)}
+    everything = list(written.fresh_chains(corpus, 0, set(), Counter()))
+    assert everything and len({c["passage_ids"][0] for c in everything}) == len(everything)  # one per seed
+    assert not list(written.fresh_chains(corpus, 0, rule_ids, Counter()))  # this corpus's rules use every chain
+    for chain in everything:
+        full = Counter({chain["entity"]: verify.MAX_PER_ENTITY})
+        assert all(c["entity"] != chain["entity"] for c in written.fresh_chains(corpus, 0, set(), full))
+        assert chain["id"] not in rule_ids  # a written question never shares a rule-made id
+
+
+def test_promising_drops_chains_one_passage_or_a_held_out_passage_spoils(rows, corpus, index):
+    chain = _chain(corpus, "Maria Delacroix-Hunt")
+    assert written.promising(chain, corpus, index, set())
+    assert not written.promising(chain, corpus, index, {chain["passage_ids"][1]})
+    leaky_rows = [data.corpus_row("Harbour Lights Festival", FESTIVAL + " Its patron was born in 1931."), *rows[1:]]
+    leaky = Corpus(passages_from_rows(leaky_rows))
+    assert not written.promising(_chain(leaky, "Maria Delacroix-Hunt"), leaky, LocalIndex.from_rows(leaky_rows),
+                                 set())
+
+
+# ------------------------------------------------------------------ a batch end to end
+
+
+def test_a_batch_keeps_only_questions_that_pass_every_check(corpus, index):
+    chains = [_chain(corpus, "Maria Delacroix-Hunt"), _chain(corpus, "Gwen Arliss"),
+              _chain(corpus, "Quayside Brass Band")]
+    client = _Scripted({
+        "Maria Delacroix-Hunt": f"Question: {GOOD}",
+        "Gwen Arliss": "In what year was Gwen Arliss, mentioned in the passage about Harbour Lights Festival, born?",
+        "Quayside Brass Band": "I cannot write that.",
+    })
+    records = written.write_batch(chains, corpus, index, set(), verify.TextIndex([]), client, client._Tokenizer(),
+                                  "scripted", show_progress=False)
+    by_entity = {c["entity"]: r for c, r in zip(chains, records)}
+    kept = by_entity["Maria Delacroix-Hunt"]
+    assert kept["kept"] and kept["question"] == GOOD and all(kept["checks"].values())
+    assert kept["verdict"]["with_all"] and not kept["verdict"]["with_first"]
+    assert kept["candidate"]["writer"] == "scripted" and kept["candidate"]["chain"][-1] == "Maria Delacroix-Hunt"
+    named = by_entity["Gwen Arliss"]
+    assert named["checks"]["names_hidden"] is False and not named["kept"] and named["verdict"] is None
+    refused = by_entity["Quayside Brass Band"]
+    assert refused["question"] is None and not refused["kept"]
+    # writer prompts for three chains, solver prompts (all passages, first only) for the one that passed the rules
+    assert sum(p.endswith("Question:") for p in client.prompts) == 3
+    assert sum(p.endswith("Answer:") for p in client.prompts) == 2
+
+
+def test_set_up_merges_written_questions_after_the_rule_made_ones(tmp_path, corpus, index):
+    out = tmp_path / "data"
+    out.mkdir()
+    for split in ("validation", "test"):
+        (out / f"{split}.jsonl").write_text(json.dumps({"id": "v", "question": "who wrote the iliad",
+                                                        "golden_answers": ["Homer"], "metadata": {}}) + "\n")
+    # worded unlike any rule template, so the repeated-text check does not merge it with one
+    reworded = GOOD.replace("In what year", "Which year")
+    candidate = written.to_candidate(_chain(corpus, "Maria Delacroix-Hunt"), reworded, "scripted")
+    written_path = tmp_path / "written.jsonl"
+    written_path.write_text(json.dumps(candidate) + "\n")
+    verdicts = tmp_path / "verdicts.jsonl"
+    verdicts.write_text(json.dumps({"id": candidate["id"], "with_all": True, "with_first": False, "pass": True,
+                                    "model": "scripted"}) + "\n")
+    report = build.prepare_synthetic(out_dir=out, corpus=corpus, index=index, show_progress=False,
+                                     verdicts_path=verdicts, written_path=written_path)
+    rows = data.load_rows("synthetic", data_dir=out)
+    mine = [r for r in rows if r["id"] == candidate["id"]]
+    assert report["written_candidates"] == 1
+    assert report["written_kept"] == len(mine) == 1
+    assert mine[0]["metadata"]["writer"] == "scripted" and mine[0]["metadata"]["solver_checked"]
+    assert mine[0]["metadata"]["gold_passage_ids"] == candidate["passage_ids"]
+    failing = tmp_path / "failing.jsonl"
+    failing.write_text(json.dumps({"id": candidate["id"], "with_all": True, "with_first": True, "pass": False,
+                                   "model": "scripted"}) + "\n")
+    report = build.prepare_synthetic(out_dir=out, corpus=corpus, index=index, show_progress=False,
+                                     verdicts_path=failing, written_path=written_path, force=True)
+    assert report["written_kept"] == 0
