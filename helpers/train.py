@@ -707,12 +707,13 @@ def _prune_checkpoints(run: RunDir, keep: int) -> None:
             shutil.rmtree(child, ignore_errors=True)
 
 
-def out_of_time(elapsed: float, step_times: Sequence[float], budget_s: float) -> bool:
-    """Would another step overrun the budget? Predicted from the slowest of the last three steps;
-    a process's first step predicts nothing (it also compiles the decode step: minutes on a GPU)."""
+def out_of_time(elapsed: float, step_times: Sequence[float], budget_s: float, first_compiles: bool = True) -> bool:
+    """Would another step overrun the budget? Predicted from the slowest of the last three steps.
+    Where the first step also compiles the decode step (minutes on a GPU), it predicts nothing; on
+    a CPU nothing compiles, and the first step is as long as the next (`first_compiles=False`)."""
     if elapsed >= budget_s:
         return True
-    typical = list(step_times[1:])[-3:]
+    typical = list(step_times[1 if first_compiles else 0:])[-3:]
     return bool(typical) and elapsed + max(typical) > budget_s
 
 
@@ -756,7 +757,8 @@ def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
     stopped_for_time = False
     while step < config.max_steps:
         if config.max_minutes is not None and out_of_time(time.perf_counter() - started, step_times,
-                                                          config.max_minutes * 60):
+                                                          config.max_minutes * 60,
+                                                          first_compiles=course_config.device() == "cuda"):
             stopped_for_time = True
             break
         batch = step_questions(session, step)

@@ -238,3 +238,12 @@ def test_the_first_step_does_not_predict_the_time_of_later_steps():
     assert out_of_time(331.0, [227.0], budget)  # already over
     assert out_of_time(330.0, [], budget)
     assert not out_of_time(0.0, [], budget)
+
+
+def test_on_a_cpu_the_first_step_predicts_the_next():
+    """Nothing compiles on a CPU: an 845 s first step must stop a 15-minute run, not start a second."""
+    from helpers.train import out_of_time
+
+    assert out_of_time(845.0, [845.0], 900.0, first_compiles=False)
+    assert not out_of_time(845.0, [845.0], 900.0, first_compiles=True)
+    assert not out_of_time(100.0, [100.0], 900.0, first_compiles=False)
