@@ -125,7 +125,11 @@ pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(colum
 # match should rise over the steps (the policy is allowed to learn these answers: it is a
 # demonstration of the update, not an evaluation). What is noise: with 4 questions × 4 samples, one
 # answer more or less moves exact match by 1/16 ≈ 0.06 — read the trend over several steps, never one
-# step. Held-out accuracy is notebook 10's job.
+# step. Held-out accuracy is notebook 10's job. On 2 CPU cores one step of 4 questions × 4 takes about
+# 14 minutes (measured: almost all of it the training pass, forward and backward over about 16,000
+# padded tokens), so within the 15-minute budget (`CPU_RUN`) the run makes one step: it shows an
+# update on questions where the group disagrees, not yet a trend. Give it more minutes (or a GPU) for
+# a curve.
 #
 # The adapter is trained on Qwen2.5-0.5B, so this cell runs in the `full` profile (the default
 # model); elsewhere, or before the adapter and the answer rates are recorded, it says what is
@@ -156,9 +160,9 @@ else:
 # | profile | where | what runs | measured |
 # | --- | --- | --- | --- |
 # | `fast` | 2 CPU cores | smollm2-135m, 2 SFT questions, 1 GRPO step of 1 question × 2 | notebook 09 in 45 s (idle machine; `benchmarks/RESULTS.md`) |
-# | `full` | 2 CPU cores | Qwen2.5-0.5B, SFT on 64 questions × 2 epochs, 10 GRPO steps of 2 × 4 | the first of 8 SFT steps took 16 min (another job shared the cores): hours in all |
-# | `full`, run that learns | 2 CPU cores | GRPO from the recorded SFT adapter, `CPU_RUN` | not measured yet (goal ≤ 15 min); `python benchmarks/bench_course.py --profile full 09` |
-# | GPU recipe | one H200 | SFT on 800 questions, 38 GRPO steps of 16 × 8, 600-question evaluations | 17.8 min in all (`results/h200_balanced/README.md`) |
+# | `full` | 2 CPU cores | Qwen2.5-0.5B, SFT on 4 questions × 1 epoch, 1 GRPO step of 2 × 4 | SFT 98 s, the GRPO step 643 s (`benchmarks/RESULTS.md`, full profile) |
+# | `full`, run that learns | 2 CPU cores | GRPO from the recorded SFT adapter, `CPU_RUN` (4 questions × 4) | 845 s a step (training 714 s): one step within its 15 minutes, too few to see a trend |
+# | GPU recipe | one H200 | SFT on 800 questions with a decomposing teacher, 9 minutes of GRPO, 600-question evaluations | 17.9 min in all (`results/h200_search/README.md`) |
 #
 # The real run is one command on a GPU machine: `bash results/run.sh`.
 
