@@ -253,7 +253,9 @@ def prepare_synthetic(out_dir: str | Path | None = None, shared: str | Path | No
     index = index or LocalIndex.load(out / "index")
     candidates = generate_candidates(corpus, out / CANDIDATES_FILE, seed, show_progress=show_progress)
     rule_ids = {c["id"] for c in candidates}
-    candidates += [c for c in load_written(written_path) if c["id"] not in rule_ids]
+    # a written question is checked against the passages it was written from: only where they exist
+    candidates += [c for c in load_written(written_path)
+                   if c["id"] not in rule_ids and all(pid in corpus.by_id for pid in c["passage_ids"])]
     verdicts = load_verdicts(verdicts_path)
     results = check_all(candidates, corpus, index, held_ids, held_questions, verdicts, show_progress)
     rows = [to_row(c, verdicts) for c, r in zip(candidates, results) if all(r.values())]
