@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/bench_search.py quality            # answer@k / recall@k on the dev questions
     .venv/bin/python benchmarks/bench_search.py all --passages 250000
 
-Goals (issue 3): local index >= 50x the queries per second of rank_bm25 on the same corpus and
+Goals: local index >= 50x the queries per second of rank_bm25 on the same corpus and
 queries, p50 < 5 ms; a synthetic 1 M-passage corpus indexed in < 10 min on 2 cores.
 rank_bm25 scores every document in Python, so it is timed on a sample of the queries.
 Indexing runs ``helpers.search.local.build_index`` in a child process, so its peak RSS is
