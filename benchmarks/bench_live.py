@@ -19,23 +19,13 @@ import resource
 import sys
 import time
 
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _load() -> str:
-    try:
-        return " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        return "n/a"
+from cpu_clock import cpu_seconds, load_average
 
 
 def _timed(fn):
-    wall, cpu = time.perf_counter(), _cpu_seconds()
+    wall, cpu = time.perf_counter(), cpu_seconds()
     out = fn()
-    return out, time.perf_counter() - wall, _cpu_seconds() - cpu
+    return out, time.perf_counter() - wall, cpu_seconds() - cpu
 
 
 def main() -> None:
@@ -58,7 +48,7 @@ def main() -> None:
 
     policy, wall, cpu = _timed(lambda: load_policy(args.policy))
     _, index_wall, index_cpu = _timed(lambda: search_client_for(3).search("warm up the index"))
-    print(f"policy {policy.label} on {policy.model}, {args.threads} torch threads, load average {_load()}")
+    print(f"policy {policy.label} on {policy.model}, {args.threads} torch threads, load average {load_average()}")
     print(f"first load of the policy: wall {wall:.1f} s, CPU {cpu:.1f} s (~{cpu / args.threads:.1f} s on "
           f"{args.threads} free cores); then the search index: wall {index_wall:.1f} s, CPU {index_cpu:.1f} s")
     question = budget_questions(limit=1)[0].example
@@ -74,7 +64,7 @@ def main() -> None:
         data, wall, cpu = _timed(lambda: run(values))
         print(f"slider change {change + 1} (max_search_calls -> {calls}): wall {wall:.1f} s, CPU {cpu:.1f} s "
               f"(~{cpu / args.threads:.1f} s free); searches per branch {[r['searches'] for r in run_summary(data)]}, "
-              f"ended by {[r['end_reason'] for r in run_summary(data)]}; load average {_load()}")
+              f"ended by {[r['end_reason'] for r in run_summary(data)]}; load average {load_average()}")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

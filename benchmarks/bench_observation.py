@@ -19,7 +19,6 @@ average: on a shared machine CPU seconds are the comparable figure.
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import sys
 import tempfile
@@ -34,18 +33,7 @@ from test_observation import reference_fit_tool_content  # noqa: E402
 import helpers.rollout as rollout  # noqa: E402
 from helpers.protocol import build_messages, build_prompt, stop_token_ids, tool_message  # noqa: E402
 from helpers.rollout import RolloutConfig, build_next_prompt, fit_tool_content  # noqa: E402
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _load() -> str:
-    try:
-        return " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        return "n/a"
+from cpu_clock import cpu_seconds, load_average  # noqa: E402
 
 
 def _tool_call(query: str) -> str:
@@ -94,23 +82,23 @@ def bench_fitting(args) -> None:
     print(f"{len(cases)} fittings: {args.questions} test questions searched on the local index (top {args.topk}), "
           f"each fitted as a first and a third search under budgets {args.budgets}; "
           f"prompt {min(prompt_sizes)}-{max(prompt_sizes)} tokens, items kept {dict(sorted(_count(kept).items()))}")
-    print(f"tokenizer {args.model}; load average {_load()}")
+    print(f"tokenizer {args.model}; load average {load_average()}")
 
     figures = {}
     for name, fit in (("old", reference_fit_tool_content), ("new", fit_tool_content)):
         walls, cpus = [], []
         for _ in range(args.repeats):
-            wall, cpu = time.perf_counter(), _cpu_seconds()
+            wall, cpu = time.perf_counter(), cpu_seconds()
             for turn, result, config in cases:
                 fit(tokenizer, *turn, "c", result, config)
             walls.append(time.perf_counter() - wall)
-            cpus.append(_cpu_seconds() - cpu)
+            cpus.append(cpu_seconds() - cpu)
         figures[name] = (statistics.median(walls), statistics.median(cpus))
         per_call = 1000 * figures[name][0] / len(cases)
         print(f"{name}: median of {args.repeats} passes {figures[name][0]:.3f} s wall, {figures[name][1]:.3f} s CPU "
               f"({per_call:.2f} ms wall per fitting)")
     print(f"old / new: {figures['old'][0] / figures['new'][0]:.1f}x wall, "
-          f"{figures['old'][1] / figures['new'][1]:.1f}x CPU; load average {_load()}")
+          f"{figures['old'][1] / figures['new'][1]:.1f}x CPU; load average {load_average()}")
 
 
 def _count(values):
@@ -154,22 +142,22 @@ def bench_grpo(args) -> None:
 
     tokens = {}
     for name in args.order:
-        wall, cpu = time.perf_counter(), _cpu_seconds()
+        wall, cpu = time.perf_counter(), cpu_seconds()
         session = open_session(config)  # a new trainer each time: every step from the same weights
         batch = step_questions(session, 0)
-        print(f"set-up {time.perf_counter() - wall:.1f} s wall, {_cpu_seconds() - cpu:.1f} s CPU")
+        print(f"set-up {time.perf_counter() - wall:.1f} s wall, {cpu_seconds() - cpu:.1f} s CPU")
         rollout.fit_tool_content = timed(reference_fit_tool_content if name == "old" else fit_tool_content)
         fitted.update(seconds=0.0, calls=0)
-        wall, cpu = time.perf_counter(), _cpu_seconds()
+        wall, cpu = time.perf_counter(), cpu_seconds()
         metrics, groups = train_step(session.training_client, session.tokenizer, session.search_client, batch, config, 0)
-        wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
+        wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
         tokens.setdefault(name, []).append([t.turns[-1].prompt_tokens for g in groups for t in g.trajectories])
         del session, groups
         print(f"{name} fitting: step {wall:.1f} s wall, {cpu:.1f} s CPU (~{cpu / args.threads:.1f} s on {args.threads} "
               f"free cores); rollout {metrics['time_rollout']:.1f} s (sampling {metrics['time_sampling']:.1f}, "
               f"search phase {metrics['time_search']:.2f}), training {metrics['time_training']:.1f} s; "
               f"{fitted['calls']} fittings took {fitted['seconds']:.3f} s; search calls {metrics.get('search_calls_mean')}, "
-              f"load average {_load()}", flush=True)
+              f"load average {load_average()}", flush=True)
     rollout.fit_tool_content = fit_tool_content
     runs = [run for name in tokens for run in tokens[name]]
     print("every step sampled the same trajectories:", all(run == runs[0] for run in runs))

@@ -14,17 +14,7 @@ import json
 import resource
 import time
 
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _load() -> str:
-    try:
-        return " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        return "n/a"
+from cpu_clock import cpu_seconds, load_average
 
 
 def main() -> None:
@@ -55,16 +45,16 @@ def main() -> None:
     examples = load_examples(args.split, limit=args.questions)
     setup = time.perf_counter() - started
     config = RolloutConfig(group_size=args.group, max_assistant_tokens=args.max_assistant_tokens, seed=args.seed)
-    cpu_before = _cpu_seconds()
+    cpu_before = cpu_seconds()
     batch = rollout_batch(sampler, tokenizer, search, examples, config)
-    cpu = _cpu_seconds() - cpu_before
+    cpu = cpu_seconds() - cpu_before
     stats = batch.stats.as_dict()
     print(f"model {args.model}, {args.questions} questions x group {args.group}, {args.threads} torch threads")
     print(f"setup (load model, tokenizer, index): {setup:.1f}s")
     # On a shared machine wall time says little; CPU seconds / threads is the wall time the
     # rollout would take with the cores to itself.
     print(f"rollout wall {batch.stats.total_seconds:.1f}s, CPU {cpu:.1f}s "
-          f"(= about {cpu / args.threads:.1f}s wall on {args.threads} free cores); load average {_load()}")
+          f"(= about {cpu / args.threads:.1f}s wall on {args.threads} free cores); load average {load_average()}")
     print(json.dumps(stats, indent=2))
     if stats["sampling_seconds"]:
         print(f"sampled tokens per second: {stats['sampled_tokens'] / stats['sampling_seconds']:.1f}")
