@@ -568,3 +568,30 @@ def test_swanlab_goes_to_the_cloud_only_with_a_key(tmp_path, monkeypatch, capsys
     assert SECRET not in repr(fake.inits)  # the key goes to login only, never into the run's settings
     tracker.backend.close = lambda: None  # nothing was started to finish
     tracker.close()
+
+
+@pytest.mark.slow
+def test_an_sft_run_mirrors_its_jsonl_config_and_result_to_the_tracker(tmp_path, monkeypatch, small_model_name):
+    pytest.importorskip("tensorboard")
+    from helpers.data import SearchExample
+    from helpers.sft import SFTConfig, run_sft
+    from test_sft import ScriptedSearch
+
+    monkeypatch.setenv("COURSE_TRACKING_DIR", str(tmp_path / "board"))
+    facts = {"who wrote hamlet": ("Hamlet", "A tragedy by William Shakespeare.", "William Shakespeare"),
+             "where is the eiffel tower": ("Eiffel Tower", "A tower in Paris, France.", "Paris")}
+    examples = [SearchExample(id=f"n{i}", question=q, answers=[answer], data_source="nq")
+                for i, (q, (_, _, answer)) in enumerate(facts.items())]
+    search = ScriptedSearch({q: [(title, text)] for q, (title, text, _) in facts.items()})
+    config = SFTConfig(model=small_model_name, epochs=1, batch_size=1, resume=False, tracker="tensorboard",
+                       out=str(tmp_path / "exp" / "sft"))
+    result = run_sft(config, search_client=search, examples=examples, progress=False)
+
+    rows = [json.loads(line) for line in (tmp_path / "exp" / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == result.steps == 2
+    events = read_tensorboard(tmp_path / "board" / "exp" / "sft")
+    assert [(e.step, e.value) for e in events.Scalars("nll")] == [(r["step"], pytest.approx(r["nll"], rel=1e-6))
+                                                                    for r in rows]
+    assert "sft.tracker" in tensorboard_text(events, "config")
+    (summary,) = table_rows(tensorboard_text(events, "sft/result"))
+    assert (summary["demonstrations"], summary["steps"]) == ("2", "2")
