@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -595,3 +596,35 @@ def test_an_sft_run_mirrors_its_jsonl_config_and_result_to_the_tracker(tmp_path,
     assert "sft.tracker" in tensorboard_text(events, "config")
     (summary,) = table_rows(tensorboard_text(events, "sft/result"))
     assert (summary["demonstrations"], summary["steps"]) == ("2", "2")
+
+
+def test_stopping_the_tensorboard_command_stops_tensorboard(tmp_path):
+    script = (
+        "import subprocess, sys\n"
+        "from helpers import tracking\n"
+        "def launch(logdir, port, host):  # a stand-in server that would outlive its parent\n"
+        "    server = subprocess.Popen(['sleep', '300'])\n"
+        "    print(server.pid, flush=True)\n"
+        "    return server\n"
+        "tracking.launch_tensorboard = launch\n"
+        "tracking.export_recorded = lambda *args, **kwargs: {}\n"
+        f"sys.exit(tracking.main(['tensorboard', '--logdir', {str(tmp_path)!r}]))\n"
+    )
+    command = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               cwd=Path(tracking.__file__).parent.parent)
+    server = None
+    try:
+        lines = iter(command.stdout.readline, "")
+        server = int(next(line for line in lines if line.strip().isdigit()))  # after the export's summary
+        command.terminate()
+        assert command.wait(timeout=60) == 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(server, 0)  # terminated and reaped, not left running on its own
+    finally:
+        if command.poll() is None:
+            command.kill()
+        if server is not None:
+            try:
+                os.kill(server, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
