@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from helpers.multihop.facts import Lead, clean_title, read_lead
-from helpers.search.local import split_contents
+from helpers.search.local import Passage, split_contents
 
 WORD = re.compile(r"\w+")
 MAX_TITLE_WORDS = 8
@@ -25,13 +25,6 @@ COMMON_WORDS = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday spring summer autumn winter "
     "north south east west god love home time life world king queen prince war peace".split())
-
-
-@dataclass(frozen=True)
-class Passage:
-    id: str
-    title: str
-    text: str
 
 
 @dataclass(frozen=True)
