@@ -15,7 +15,9 @@ the chain has one reading. Phrasings rotate through a few templates chosen by a 
 from __future__ import annotations
 
 import hashlib
+import operator
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from helpers.multihop.chains import Corpus, Passage, distinct
@@ -92,12 +94,14 @@ def _names(title: str) -> list[str]:
     return [clean_title(title)] + ([title] if clean_title(title) != title else [])
 
 
-def _bridge_template(relation: str, rng: random.Random) -> str:
+def bridge_template(relation: str, choose: Callable[[Sequence[str]], str] = operator.itemgetter(0)) -> str:
+    """A bridge question's template for `relation` ({e}: the hidden entity), the plainest unless
+    `choose` (e.g. a seeded ``rng.choice``) picks another phrasing."""
     if relation == LOCATED:
-        return rng.choice(PLACE_TEMPLATES)
+        return choose(PLACE_TEMPLATES)
     if relation in MAKERS:
-        return rng.choice(MAKER_TEMPLATES).replace("{v}", MAKERS[relation])
-    return rng.choice(BRIDGE_TEMPLATES[_template_key(relation)]).replace("{v}", RELATIONS[relation][0])
+        return choose(MAKER_TEMPLATES).replace("{v}", MAKERS[relation])
+    return choose(BRIDGE_TEMPLATES[_template_key(relation)]).replace("{v}", RELATIONS[relation][0])
 
 
 def _described_links(corpus: Corpus, passage: Passage) -> dict[str, str]:
@@ -142,7 +146,7 @@ def bridge(seed_passage: Passage, chain: list[str], descriptions: list[str], pas
            facts: dict[str, str], rng: random.Random, where: str = SEED_PLACE[0]) -> Candidate:
     """A fact about the chain's last entity, which the question names only through the chain."""
     relation = rng.choice(sorted(facts))
-    question = _bridge_template(relation, rng).format(e=entity_phrase(seed_passage.title, descriptions, where))
+    question = bridge_template(relation, rng.choice).format(e=entity_phrase(seed_passage.title, descriptions, where))
     answers = answer_forms(relation, facts[relation])
     ids = [p.id for p in passages]
     return Candidate(candidate_id("bridge", ids, relation, answers[0]), "bridge",

@@ -25,7 +25,8 @@ from pathlib import Path
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
-from helpers.multihop.questions import SEED_PLACE, answer_forms, article, candidate_id, unique_descriptions
+from helpers.multihop.questions import (SEED_PLACE, answer_forms, article, bridge_template, candidate_id, entity_phrase,
+                                       unique_descriptions)
 from helpers.multihop.solvers import greedy_lines, verdicts
 from helpers.runs import read_jsonl
 
@@ -45,14 +46,7 @@ EXAMPLE_VALUES = {"born": "1931", "died": "2010", "event": "1978", "maker": "Owe
 
 def plain_question(relation: str, description: str, seed: str, where: str = SEED_PLACE[0]) -> str:
     """The plainest wording of a bridge question: what the worked example shows the writer."""
-    hidden = f"the {description} mentioned in {where} {clean_title(seed)}"
-    if relation in ("born", "died"):
-        return f"In what year was {hidden} born?" if relation == "born" else f"In what year did {hidden} die?"
-    if relation == LOCATED:
-        return f"Where is {hidden} located?"
-    if relation in MAKERS:
-        return f"Who {MAKERS[relation]} {hidden}?"
-    return f"In what year was {hidden} {RELATIONS[relation][0]}?"
+    return bridge_template(relation).format(e=entity_phrase(seed, [description], where))
 
 
 def example_for(relation: str) -> tuple[dict, str]:
