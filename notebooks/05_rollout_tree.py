@@ -196,7 +196,7 @@ _ = remember("rollout_05", list(trajectories))
 
 # %%
 group = groups_of(trajectories)[0]
-tree = TrajectoryTree(tree_data(group, tokenizer))
+tree = TrajectoryTree(tree_data(group))
 tree
 
 # %% [markdown]

@@ -241,7 +241,7 @@ def test_live_run_fn_loads_the_picked_policy_and_uses_the_top_k_slider(monkeypat
         return []
 
     monkeypatch.setattr("helpers.rollout.rollout_batch", fake_rollout)
-    monkeypatch.setattr(live, "tree_data", lambda batch, tok: {"question": "", "answers": [], "leaves": []})
+    monkeypatch.setattr(live, "tree_data", lambda batch: {"question": "", "answers": [], "leaves": []})
     monkeypatch.setattr(live, "search_client_for", lambda topk, backend="local": SimpleNamespace(topk=topk))
     run = live_run_fn(load=lambda name: loaded.append(name) or SimpleNamespace(sampler=None, tokenizer=None))
     run({**budgets("fast"), "policy": "sft_grpo", "question": "who?", "search_topk": 5, "group_size": 3})
@@ -261,7 +261,7 @@ def test_budget_run_fn_states_and_enforces_b_on_every_question(monkeypatch):
 
     monkeypatch.setattr("helpers.rollout.rollout_batch", fake_rollout)
     monkeypatch.setattr("helpers.widgets.live.tree_data",
-                        lambda group, tok: {"leaves": [branch(0, [answer("Answer: a")], 1.0, 0.0)]})
+                        lambda group: {"leaves": [branch(0, [answer("Answer: a")], 1.0, 0.0)]})
     monkeypatch.setattr("helpers.widgets.live.search_client_for", lambda topk, backend="local": None)
     run = budget_run_fn(["q one", "q two"], load=lambda name: SimpleNamespace(sampler=None, tokenizer=None))
     data = run({**budgets("fast"), "policy": "sft_grpo", "budget": 2})
@@ -312,8 +312,8 @@ def test_a_teacher_forced_branch_is_added_only_when_no_sampled_branch_tried_to_s
     batch = [_trajectory(*kinds), _trajectory("answer")]
     monkeypatch.setattr("helpers.rollout.rollout_batch", lambda *args, **kwargs: batch)
     monkeypatch.setattr(live, "search_client_for", lambda topk, backend="local": "search")
-    monkeypatch.setattr(live, "tree_data", lambda group, tok: tree(*[branch(i, [answer("Answer: x")], 0.0, 0.0)
-                                                                    for i in range(len(group))]))
+    monkeypatch.setattr(live, "tree_data", lambda group: tree(*[branch(i, [answer("Answer: x")], 0.0, 0.0)
+                                                               for i in range(len(group))]))
     given = []
 
     def fake_forced(example, queries, gold, **kwargs):

@@ -138,15 +138,6 @@ def test_token_rows_refuse_a_broken_prefix():
         token_rows(trajectory)
 
 
-def test_tree_data_from_trajectories_pairs_observations_with_tool_turns():
-    data = tree_data([fake_trajectory()])
-    turns = data["leaves"][0]["turns"]
-    assert [turn["kind"] for turn in turns] == ["tool", "answer"]
-    assert turns[0]["query"] == "who" and turns[0]["observation"].endswith(EVIL)
-    assert turns[1]["observation"] is None
-    assert "&lt;img" in tree_html(data, selected=0) and "<img" not in tree_html(data, selected=0)
-
-
 def test_advantage_bars_flag_degenerate_groups():
     bars = AdvantageBars([
         {"question": "a", "rewards": [1, 0, 1, 0], "advantages": [0.5, -0.5, 0.5, -0.5]},

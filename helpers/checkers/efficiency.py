@@ -14,10 +14,6 @@ from hypothesis import strategies as st
 from helpers.checkers._runner import Case, Mismatch, Property, run_checks
 
 
-def _p(calls: int, baseline: int | None) -> float:
-    return 1.0 - math.exp(-max(0, calls - baseline)) if baseline is not None else 0.0
-
-
 def _case(name: str, calls: list[int], winners: list[bool], baseline: int | None, expected: list[float],
           **weights: float) -> Case:
     shown = f"effective calls {calls}, winners {winners}, baseline {baseline}" + (f", {weights}" if weights else "")

@@ -7,7 +7,6 @@ compares what the trajectory and the returned search request look like afterward
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 from typing import Any, Callable
 
@@ -15,9 +14,10 @@ from helpers.checkers._runner import Case, Raises, run_checks
 from helpers.data import SearchExample
 from helpers.protocol import build_messages, build_prompt, stop_token_ids, template_family
 from helpers.rollout import AssistantTurn, RolloutConfig, Trajectory
+from helpers.widgets.exercises import call_text
 
 QUESTION = SearchExample("check", "What country was the author of The Little Prince born in?", ["France"], "check")
-CALL = "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": "Little Prince author"}}) + "\n</tool_call>"
+CALL = call_text("Little Prince author")
 
 
 def _setting(tokenizer: Any, searches_done: int, turns_done: int) -> tuple[Trajectory, list[int]]:

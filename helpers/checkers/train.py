@@ -59,17 +59,20 @@ def _expected_datum(segments: Sequence[int], advantage: float) -> dict[str, Any]
             "logprobs": logprobs[1:], "advantages": advantages[1:]}
 
 
+def _column(datum: pytrio.Datum, name: str) -> np.ndarray:
+    return np.asarray(datum.loss_fn_inputs[name].to_numpy())
+
+
 def _datum_view(item: Any) -> dict[str, Any]:
     datum = getattr(item, "datum", None)
     if datum is None:
         raise TypeError(f"build_datum must return a TrainingDatum(datum, length), got {type(item).__name__}")
-    inputs = datum.loss_fn_inputs
     return {
         "length": item.length,
         "input": [int(t) for t in datum.model_input.to_ints()],
-        "target": [int(t) for t in np.asarray(inputs["target_tokens"].to_numpy())],
-        "logprobs": [float(x) for x in np.asarray(inputs["logprobs"].to_numpy())],
-        "advantages": [float(x) for x in np.asarray(inputs["advantages"].to_numpy())],
+        "target": [int(t) for t in _column(datum, "target_tokens")],
+        "logprobs": [float(x) for x in _column(datum, "logprobs")],
+        "advantages": [float(x) for x in _column(datum, "advantages")],
     }
 
 
@@ -189,10 +192,9 @@ def _datums(advantages: Sequence[float]) -> list[TrainingDatum]:
 
 def _loss(datum: pytrio.Datum, theta: torch.Tensor) -> torch.Tensor:
     """The importance-sampling loss of one datum on a one-table policy: a sum over its tokens."""
-    inputs = datum.loss_fn_inputs
-    targets = torch.as_tensor(np.asarray(inputs["target_tokens"].to_numpy()), dtype=torch.long)
-    old = torch.as_tensor(np.asarray(inputs["logprobs"].to_numpy()), dtype=torch.float64)
-    advantages = torch.as_tensor(np.asarray(inputs["advantages"].to_numpy()), dtype=torch.float64)
+    targets = torch.as_tensor(_column(datum, "target_tokens"), dtype=torch.long)
+    old = torch.as_tensor(_column(datum, "logprobs"), dtype=torch.float64)
+    advantages = torch.as_tensor(_column(datum, "advantages"), dtype=torch.float64)
     new = torch.log_softmax(theta, dim=-1)[targets]
     return -(torch.exp(new - old) * advantages).sum()
 
@@ -230,9 +232,9 @@ def _untouched_case() -> Case:
     def view(datums: Sequence[Any]) -> dict[str, Any]:
         return {
             "input": [list(d.model_input.to_ints()) for d in datums],
-            "target": [np.asarray(d.loss_fn_inputs["target_tokens"].to_numpy()).tolist() for d in datums],
-            "logprobs": [[round(float(x), 6) for x in np.asarray(d.loss_fn_inputs["logprobs"].to_numpy())] for d in datums],
-            "advantages": [[round(float(x), 6) for x in np.asarray(d.loss_fn_inputs["advantages"].to_numpy())] for d in datums],
+            "target": [_column(d, "target_tokens").tolist() for d in datums],
+            "logprobs": [[round(float(x), 6) for x in _column(d, "logprobs")] for d in datums],
+            "advantages": [[round(float(x), 6) for x in _column(d, "advantages")] for d in datums],
         }
 
     items = _datums([0.5, -1.0])

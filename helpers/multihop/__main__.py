@@ -22,6 +22,7 @@ from pathlib import Path
 
 from helpers import config
 from helpers.multihop import build
+from helpers.runs import append_jsonl, read_jsonl, write_jsonl
 
 
 def rule_passing(out: Path) -> tuple[list[dict], object]:
@@ -95,7 +96,7 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
     chains = written.fresh_chains(corpus, seed, {c["id"] for c in rule_made}, taken,
                                   keep=lambda chain: written.promising(chain, corpus, index, held_ids))
     chains = itertools.islice(chains, limit) if limit is not None else chains
-    records = {r["id"]: r for r in written.read_records(progress)}
+    records = {r["id"]: r for r in read_jsonl(progress)}
     client = connect("local").create_sampling_client(base_model=model)
     tokenizer = client.get_tokenizer()
     stop = (datetime.now(timezone.utc).replace(hour=int(until[:2]), minute=int(until[3:5]), second=0)
@@ -114,8 +115,8 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
             break
         done = written.write_batch(chunk, corpus, index, held_ids, held_text, client, tokenizer, model,
                                    show_progress=False)
-        with progress.open("a", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in done)
+        for record in done:
+            append_jsonl(progress, record)
         records.update((r["id"], r) for r in done)
         new = [dict(r["verdict"], model=model) for r in done if r["verdict"]]
         if new:
@@ -123,8 +124,7 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
             old.update((v["id"], {k: v[k] for k in ("id", "with_all", "with_first", "pass", "model")}) for v in new)
             solvers.write_verdicts(list(old.values()), build.VERDICTS_FILE)
         kept = [dict(r["candidate"], license=build.LICENSE) for r in records.values() if r["kept"]]
-        out_path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n"
-                                    for c in sorted(kept, key=lambda c: c["id"])), encoding="utf-8")
+        write_jsonl(out_path, sorted(kept, key=lambda c: c["id"]))
         bar.set_postfix(kept=len(kept))
     bar.close()
     values = list(records.values())

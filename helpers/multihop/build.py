@@ -27,11 +27,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from helpers import config
+from helpers.data import load_rows
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.questions import from_seed
 from helpers.multihop.written import WRITTEN_FILE, load_written
+from helpers.runs import read_jsonl, write_jsonl
+from helpers.search.local import LocalIndex, read_corpus
 
 SEED = 20251201
 VERSION = 2
@@ -49,8 +54,6 @@ class Interrupted(RuntimeError):
 
 
 def load_corpus(shared: str | Path | None = None) -> Corpus:
-    from helpers.search.local import read_corpus
-
     root = Path(shared) if shared else config.shared_dir()
     path = root / "data" / "corpus" / "wiki.jsonl.gz"
     if not path.exists():
@@ -93,8 +96,6 @@ def generate_candidates(corpus: Corpus, path: str | Path, seed: int = SEED, shar
 
     `stop_after` ends the run with ``Interrupted`` after that many new shards (tests of resume).
     """
-    from tqdm.auto import tqdm
-
     path = Path(path)
     order = seed_order(corpus, seed)
     digest = hashlib.sha1("\n".join(order).encode()).hexdigest()[:16]
@@ -127,21 +128,11 @@ def generate_candidates(corpus: Corpus, path: str | Path, seed: int = SEED, shar
 
 
 def load_verdicts(path: str | Path = VERDICTS_FILE) -> dict[str, dict]:
-    path = Path(path)
-    if not path.exists():
-        return {}
-    verdicts = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            verdicts[record["id"]] = record
-    return verdicts
+    return {record["id"]: record for record in read_jsonl(path)}
 
 
 def held_out(data_dir: Path) -> tuple[set[str], list[str]]:
     """Gold passage ids and question texts of the validation and test splits."""
-    from helpers.data import load_rows
-
     ids: set[str] = set()
     questions: list[str] = []
     for split in ("validation", "test"):
@@ -154,21 +145,13 @@ def held_out(data_dir: Path) -> tuple[set[str], list[str]]:
 def check_all(candidates: list[dict], corpus: Corpus, index, held_ids: set[str], held_questions: list[str],
               verdicts: dict[str, dict], show_progress: bool = True) -> list[dict[str, bool]]:
     """Every check on every candidate (the repeat cap counts among those passing the rest)."""
-    from tqdm.auto import tqdm
-
     texts_index = verify.TextIndex(held_questions)
     results = []
     for candidate in tqdm(candidates, desc="verify", unit=" questions", disable=not show_progress,
                           mininterval=1.0):
-        texts = [corpus.by_id[pid].title + "\n" + corpus.by_id[pid].text for pid in candidate["passage_ids"]]
-        results.append({
-            "answer_in_last_not_first": verify.answer_in_last_not_first(candidate, texts),
-            "names_hidden": verify.names_hidden(candidate),
-            "needs_second_search": verify.needs_second_search(candidate, index),
-            "held_out_passages": verify.held_out_passages(candidate, held_ids),
-            "held_out_text": verify.held_out_text(candidate, texts_index),
-            "solvers": verify.solvers(candidate, verdicts),
-        })
+        texts = corpus.texts(candidate["passage_ids"])
+        results.append({**verify.rule_checks(candidate, texts, index, held_ids, texts_index),
+                        "solvers": verify.solvers(candidate, verdicts)})
     passing = [c for c, r in zip(candidates, results) if all(r.values())]
     kept = iter(verify.apply_repeats(passing))
     for result in results:
@@ -236,9 +219,6 @@ def prepare_synthetic(out_dir: str | Path | None = None, shared: str | Path | No
                       verdicts_path: str | Path = VERDICTS_FILE, corpus: Corpus | None = None,
                       written_path: str | Path = WRITTEN_FILE) -> dict[str, Any]:
     """Build DATA_DIR/synthetic.jsonl (idempotent; resumes an interrupted generation)."""
-    from helpers.runs import write_jsonl
-    from helpers.search.local import LocalIndex
-
     out = Path(out_dir) if out_dir else config.DATA_DIR
     verdicts_path, written_path = Path(verdicts_path), Path(written_path)
     report_path = out / REPORT_FILE

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from helpers.multihop.facts import Lead, clean_title, read_lead
-from helpers.search.local import split_contents
+from helpers.search.local import Passage, split_contents
 
 WORD = re.compile(r"\w+")
 MAX_TITLE_WORDS = 8
@@ -25,13 +25,6 @@ COMMON_WORDS = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday spring summer autumn winter "
     "north south east west god love home time life world king queen prince war peace".split())
-
-
-@dataclass(frozen=True)
-class Passage:
-    id: str
-    title: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -125,6 +118,10 @@ class Corpus:
     def lead(self, title: str) -> Lead | None:
         return self.leads.get(title)
 
+    def texts(self, ids: Iterable[str]) -> list[str]:
+        """The passages' texts with their title line, as the checks read a chain."""
+        return [self.by_id[i].title + "\n" + self.by_id[i].text for i in ids]
+
 
 def key_title(titles: list[str]) -> str | None:
     """The title a bare name refers to: the undisambiguated one, or the only one."""
@@ -157,10 +154,3 @@ def _sentence_start(text: str, start: int) -> bool:
     before = text[:start].rstrip(" \"'(")
     return not before or before[-1] in ".!?:"
 
-
-def chain_passages(corpus: Corpus, titles: list[str], first: Passage) -> list[Passage]:
-    """The passages of a chain: the seed passage, then each linked entity's lead passage."""
-    out = [first]
-    for title in titles[1:]:
-        out.append(corpus.by_id[corpus.leads[title].passage_id])
-    return out

@@ -15,10 +15,12 @@ the chain has one reading. Phrasings rotate through a few templates chosen by a 
 from __future__ import annotations
 
 import hashlib
+import operator
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from helpers.multihop.chains import Corpus, Passage
+from helpers.multihop.chains import Corpus, Passage, distinct
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
 
 KINDS = ("bridge", "comparison")
@@ -33,13 +35,9 @@ BRIDGE_TEMPLATES = {
 }
 PLACE_TEMPLATES = ("Where is {e} located?", "In which place is {e}?")
 MAKER_TEMPLATES = ("Who {v} {e}?", "Which person or group {v} {e}?")
-# two hidden entities of one passage: "the American actor or the English director mentioned in ..."
-PAIR_TEMPLATES = {
-    "born": ("Who was born first: {b} or {c}?", "Of {b} and {c}, who was born earlier?"),
-    "died": ("Who died first: {b} or {c}?", "Of {b} and {c}, who died earlier?"),
-    "event": ("Which was {v} first: {b} or {c}?", "Of {b} and {c}, which was {v} earlier?"),
-}
 PAIRS_PER_SEED = 2
+# A and a hidden entity, or two hidden entities of one passage ("the American actor or the English
+# director mentioned in ...")
 COMPARISON_TEMPLATES = {
     "born": ("Who was born first: {a} or {e}?", "Of {a} and {e}, who was born earlier?"),
     "died": ("Who died first: {a} or {e}?", "Of {a} and {e}, who died earlier?"),
@@ -87,13 +85,23 @@ def entity_phrase(seed_title: str, descriptions: list[str], where: str = SEED_PL
     return phrase
 
 
-def _bridge_template(relation: str, rng: random.Random) -> str:
+def _template_key(relation: str) -> str:
+    return relation if relation in ("born", "died") else "event"
+
+
+def _names(title: str) -> list[str]:
+    """The answer forms of an entity: its clean name, and its full title when that differs."""
+    return [clean_title(title)] + ([title] if clean_title(title) != title else [])
+
+
+def bridge_template(relation: str, choose: Callable[[Sequence[str]], str] = operator.itemgetter(0)) -> str:
+    """A bridge question's template for `relation` ({e}: the hidden entity), the plainest unless
+    `choose` (e.g. a seeded ``rng.choice``) picks another phrasing."""
     if relation == LOCATED:
-        return rng.choice(PLACE_TEMPLATES)
+        return choose(PLACE_TEMPLATES)
     if relation in MAKERS:
-        return rng.choice(MAKER_TEMPLATES).replace("{v}", MAKERS[relation])
-    group = relation if relation in ("born", "died") else "event"
-    return rng.choice(BRIDGE_TEMPLATES[group]).replace("{v}", RELATIONS[relation][0])
+        return choose(MAKER_TEMPLATES).replace("{v}", MAKERS[relation])
+    return choose(BRIDGE_TEMPLATES[_template_key(relation)]).replace("{v}", RELATIONS[relation][0])
 
 
 def _described_links(corpus: Corpus, passage: Passage) -> dict[str, str]:
@@ -124,14 +132,8 @@ def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
 def _next_hop(corpus: Corpus, passage: Passage, used: list[str], rng: random.Random,
               need_fact: bool) -> tuple[str, str] | None:
     options = [(t, d) for t, d in unique_descriptions(corpus, passage).items()
-               if all(_distinct(t, u) for u in used) and (not need_fact or corpus.lead(t).facts)]
+               if all(distinct(t, u) for u in used) and (not need_fact or corpus.lead(t).facts)]
     return rng.choice(sorted(options)) if options else None
-
-
-def _distinct(a: str, b: str) -> bool:
-    from helpers.multihop.chains import distinct
-
-    return distinct(a, b)
 
 
 def comparable(seed_facts: dict[str, str], facts: dict[str, str]) -> list[tuple[str, str]]:
@@ -144,7 +146,7 @@ def bridge(seed_passage: Passage, chain: list[str], descriptions: list[str], pas
            facts: dict[str, str], rng: random.Random, where: str = SEED_PLACE[0]) -> Candidate:
     """A fact about the chain's last entity, which the question names only through the chain."""
     relation = rng.choice(sorted(facts))
-    question = _bridge_template(relation, rng).format(e=entity_phrase(seed_passage.title, descriptions, where))
+    question = bridge_template(relation, rng.choice).format(e=entity_phrase(seed_passage.title, descriptions, where))
     answers = answer_forms(relation, facts[relation])
     ids = [p.id for p in passages]
     return Candidate(candidate_id("bridge", ids, relation, answers[0]), "bridge",
@@ -200,7 +202,7 @@ def pair_comparisons(corpus: Corpus, seed_passage: Passage, options: list[tuple[
     pairs = []
     for i, (b, desc_b) in enumerate(options):
         for c, desc_c in options[i + 1:]:
-            if _distinct(b, c):
+            if distinct(b, c):
                 for relations in comparable(corpus.lead(b).facts, corpus.lead(c).facts):
                     pairs.append((b, desc_b, c, desc_c, relations))
     out = []
@@ -208,13 +210,11 @@ def pair_comparisons(corpus: Corpus, seed_passage: Passage, options: list[tuple[
         lead_b, lead_c = corpus.lead(b), corpus.lead(c)
         year_b, year_c = lead_b.facts[rel_b], lead_c.facts[rel_c]
         group = RELATIONS[rel_b][1]
-        key = group if group in ("born", "died") else "event"
-        template = rng.choice(PAIR_TEMPLATES[key])
-        question = template.format(b=f"the {desc_b}", v=RELATIONS[group][0],
-                                   c=f"the {desc_c} mentioned in {where} {clean_title(seed_passage.title)}")
+        template = rng.choice(COMPARISON_TEMPLATES[_template_key(group)])
+        question = template.format(a=f"the {desc_b}", v=RELATIONS[group][0],
+                                   e=f"the {desc_c} mentioned in {where} {clean_title(seed_passage.title)}")
         question = question[0].upper() + question[1:]
-        winner = b if int(year_b) < int(year_c) else c
-        names = [clean_title(winner)] + ([winner] if clean_title(winner) != winner else [])
+        names = _names(b if int(year_b) < int(year_c) else c)
         ids = [seed_passage.id, lead_b.passage_id, lead_c.passage_id]
         out.append(Candidate(candidate_id("comparison", ids, rel_b, names[0]), "comparison", question, names,
                              [seed_passage.title, b, c], ids, [desc_b, desc_c], rel_b,
@@ -226,11 +226,9 @@ def _comparison(seed_passage: Passage, seed_facts: dict, title: str, desc: str, 
                 rng: random.Random, where: str = SEED_PLACE[0]) -> Candidate:
     seed_relation, relation = pair
     group = RELATIONS[relation][1]
-    key = relation if relation in ("born", "died") else "event"
-    template = rng.choice(COMPARISON_TEMPLATES[key])
+    template = rng.choice(COMPARISON_TEMPLATES[_template_key(relation)])
     a, b = seed_facts[seed_relation], lead.facts[relation]
-    winner = seed_passage.title if int(a) < int(b) else title
-    names = [clean_title(winner)] + ([winner] if clean_title(winner) != winner else [])
+    names = _names(seed_passage.title if int(a) < int(b) else title)
     question = template.format(a=clean_title(seed_passage.title), e=entity_phrase(seed_passage.title, [desc], where),
                                v=RELATIONS[group][0])
     ids = [seed_passage.id, lead.passage_id]

@@ -10,11 +10,11 @@ reads them from ``helpers/multihop/verdicts.jsonl``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from helpers.reward import normalize_answer
+from helpers.runs import write_jsonl
 
 SYSTEM = ("You answer questions from the passages you are given and from nothing else. "
           "Reply with the short answer only: a name, a place or a year.")
@@ -38,22 +38,24 @@ def is_right(reply: str, answers: Sequence[str]) -> bool:
     return any((ref := normalize_answer(a)) and (got == ref or f" {ref} " in f" {got} ") for a in answers)
 
 
-def prompt_tokens(tokenizer, messages: list[dict]) -> list[int]:
+def prompt_tokens(tokenizer, messages: list[dict], prefix: str = "Answer:") -> list[int]:
+    """The chat prompt, then `prefix`: the reply continues the assistant's own line."""
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return list(tokenizer.encode(text + "Answer:", add_special_tokens=False))
+    return list(tokenizer.encode(text + prefix, add_special_tokens=False))
 
 
-def answer_all(sampling_client, tokenizer, prompts: list[list[dict]], show_progress: bool = True) -> list[str]:
-    """Greedy short replies to each prompt; every request is submitted before any is awaited,
-    so the engine batches them."""
+def greedy_lines(sampling_client, tokenizer, prompts: list[list[dict]], prefix: str = "Answer:",
+                 max_tokens: int = MAX_ANSWER_TOKENS, desc: str = "solvers", show_progress: bool = True) -> list[str]:
+    """One greedy line after `prefix` for each chat prompt; every request is submitted before any
+    is awaited, so the engine batches them."""
     import pytrio
     from tqdm.auto import tqdm
 
-    params = pytrio.SamplingParams(max_tokens=MAX_ANSWER_TOKENS, temperature=0.0, stop=["\n"])
-    futures = [sampling_client.sample(prompt=pytrio.ModelInput.from_ints(prompt_tokens(tokenizer, m)),
+    params = pytrio.SamplingParams(max_tokens=max_tokens, temperature=0.0, stop=["\n"])
+    futures = [sampling_client.sample(prompt=pytrio.ModelInput.from_ints(prompt_tokens(tokenizer, m, prefix)),
                                       num_samples=1, sampling_params=params) for m in prompts]
     replies = []
-    for future in tqdm(futures, desc="solvers", unit=" prompts", disable=not show_progress, mininterval=2.0):
+    for future in tqdm(futures, desc=desc, unit=" prompts", disable=not show_progress, mininterval=2.0):
         result = future.result()
         replies.append(tokenizer.decode(result.sequences[0].tokens, skip_special_tokens=True).strip())
     return replies
@@ -70,7 +72,7 @@ def verdicts(candidates: Sequence[dict], passages_of, sampling_client, tokenizer
         chain = passages_of(candidate)
         prompts.append(solver_messages(candidate["question"], chain))
         prompts.append(solver_messages(candidate["question"], chain[:1]))
-    replies = answer_all(sampling_client, tokenizer, prompts, show_progress)
+    replies = greedy_lines(sampling_client, tokenizer, prompts, show_progress=show_progress)
     out = []
     for i, candidate in enumerate(candidates):
         full, first = replies[2 * i], replies[2 * i + 1]
@@ -82,7 +84,4 @@ def verdicts(candidates: Sequence[dict], passages_of, sampling_client, tokenizer
 
 
 def write_verdicts(rows: Sequence[dict], path: str | Path) -> Path:
-    path = Path(path)
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sorted(rows, key=lambda r: r["id"])),
-                    encoding="utf-8")
-    return path
+    return write_jsonl(path, sorted(rows, key=lambda r: r["id"]))

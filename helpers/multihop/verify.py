@@ -102,6 +102,17 @@ def held_out_text(candidate: dict, held_out: TextIndex, threshold: float = TEXT_
     return held_out.closest(candidate["question"]) < threshold
 
 
+def rule_checks(candidate: dict, texts: list[str], index, held_ids: set[str], held_out: TextIndex) -> dict[str, bool]:
+    """The checks by rule, before the solvers' verdict and the repeat cap, by name."""
+    return {
+        "answer_in_last_not_first": answer_in_last_not_first(candidate, texts),
+        "names_hidden": names_hidden(candidate),
+        "needs_second_search": needs_second_search(candidate, index),
+        "held_out_passages": held_out_passages(candidate, held_ids),
+        "held_out_text": held_out_text(candidate, held_out),
+    }
+
+
 def solvers(candidate: dict, verdicts: dict[str, dict]) -> bool:
     """A recorded verdict decides; a question no solver has seen passes (and is marked unchecked)."""
     verdict = verdicts.get(candidate["id"])

@@ -17,7 +17,6 @@ from Wikipedia text), which set-up merges into the synthetic split.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -26,7 +25,10 @@ from pathlib import Path
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
-from helpers.multihop.questions import SEED_PLACE, answer_forms, article, candidate_id, unique_descriptions
+from helpers.multihop.questions import (SEED_PLACE, answer_forms, article, bridge_template, candidate_id, entity_phrase,
+                                       unique_descriptions)
+from helpers.multihop.solvers import greedy_lines, verdicts
+from helpers.runs import read_jsonl
 
 WRITTEN_FILE = Path(__file__).resolve().parent / "written.jsonl"
 KIND = "bridge"
@@ -44,14 +46,7 @@ EXAMPLE_VALUES = {"born": "1931", "died": "2010", "event": "1978", "maker": "Owe
 
 def plain_question(relation: str, description: str, seed: str, where: str = SEED_PLACE[0]) -> str:
     """The plainest wording of a bridge question: what the worked example shows the writer."""
-    hidden = f"the {description} mentioned in {where} {clean_title(seed)}"
-    if relation in ("born", "died"):
-        return f"In what year was {hidden} born?" if relation == "born" else f"In what year did {hidden} die?"
-    if relation == LOCATED:
-        return f"Where is {hidden} located?"
-    if relation in MAKERS:
-        return f"Who {MAKERS[relation]} {hidden}?"
-    return f"In what year was {hidden} {RELATIONS[relation][0]}?"
+    return bridge_template(relation).format(e=entity_phrase(seed, [description], where))
 
 
 def example_for(relation: str) -> tuple[dict, str]:
@@ -136,7 +131,7 @@ def promising(chain: dict, corpus: Corpus, index, held_ids: set[str]) -> bool:
     (the written question is checked again on its own words)."""
     plain = plain_question(chain["relation"], chain["description"], chain["seed"], chain["where"])
     candidate = to_candidate(chain, plain, "")
-    texts = [corpus.by_id[i].title + "\n" + corpus.by_id[i].text for i in chain["passage_ids"]]
+    texts = corpus.texts(chain["passage_ids"])
     return (verify.answer_in_last_not_first(candidate, texts) and verify.held_out_passages(candidate, held_ids)
             and verify.needs_second_search(candidate, index))
 
@@ -189,24 +184,6 @@ def to_candidate(chain: dict, question: str, writer: str) -> dict:
             "writer": writer}
 
 
-def write_questions(chains: Sequence[dict], sampling_client, tokenizer, show_progress: bool = True) -> list[str]:
-    """The writer's raw replies, one per chain (greedy, one line)."""
-    import pytrio
-    from tqdm.auto import tqdm
-
-    params = pytrio.SamplingParams(max_tokens=MAX_QUESTION_TOKENS, temperature=0.0, stop=["\n"])
-    futures = []
-    for chain in chains:
-        text = tokenizer.apply_chat_template(writer_messages(chain), add_generation_prompt=True, tokenize=False)
-        tokens = list(tokenizer.encode(text + "Question:", add_special_tokens=False))
-        futures.append(sampling_client.sample(prompt=pytrio.ModelInput.from_ints(tokens), num_samples=1,
-                                              sampling_params=params))
-    replies = []
-    for future in tqdm(futures, desc="writer", unit=" questions", disable=not show_progress, mininterval=2.0):
-        replies.append(tokenizer.decode(future.result().sequences[0].tokens, skip_special_tokens=True).strip())
-    return replies
-
-
 def write_batch(chains: Sequence[dict], corpus: Corpus, index, held_ids: set[str], held_out: verify.TextIndex,
                 sampling_client, tokenizer, writer: str, show_progress: bool = True) -> list[dict]:
     """Write, parse and check one batch; one record per chain.
@@ -215,25 +192,18 @@ def write_batch(chains: Sequence[dict], corpus: Corpus, index, held_ids: set[str
     question that passes the rule checks the solvers' verdict; ``record["kept"]`` is all of them.
     The solvers run only on questions the rules keep, since they cost two generations each.
     """
-    from helpers.multihop.solvers import verdicts
-
-    replies = write_questions(chains, sampling_client, tokenizer, show_progress)
+    replies = greedy_lines(sampling_client, tokenizer, [writer_messages(chain) for chain in chains], "Question:",
+                           MAX_QUESTION_TOKENS, "writer", show_progress)
     records = []
     for chain, reply in zip(chains, replies):
         question = parse_question(reply, chain)
         record = {"id": chain["id"], "reply": reply, "question": question, "checks": {}, "verdict": None}
         if question is not None:
             candidate = to_candidate(chain, question, writer)
-            texts = [corpus.by_id[i].title + "\n" + corpus.by_id[i].text for i in candidate["passage_ids"]]
             record["candidate"] = candidate
-            record["checks"] = {
-                "answer_in_last_not_first": verify.answer_in_last_not_first(candidate, texts),
-                "names_hidden": verify.names_hidden(candidate),
-                "needs_second_search": verify.needs_second_search(candidate, index),
-                "held_out_passages": verify.held_out_passages(candidate, held_ids),
-                "held_out_text": verify.held_out_text(candidate, held_out),
-                "asks_the_fact": asks_the_fact(candidate),
-            }
+            record["checks"] = {**verify.rule_checks(candidate, corpus.texts(candidate["passage_ids"]), index,
+                                                     held_ids, held_out),
+                                "asks_the_fact": asks_the_fact(candidate)}
         records.append(record)
     to_solve = [r["candidate"] for r in records if r["checks"] and all(r["checks"].values())]
     if to_solve:
@@ -250,19 +220,6 @@ def write_batch(chains: Sequence[dict], corpus: Corpus, index, held_ids: set[str
     return records
 
 
-def read_records(path: str | Path) -> list[dict]:
-    """Records of an earlier (interrupted) run; a torn last line is dropped."""
-    path = Path(path)
-    records = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return records
-
-
 def load_written(path: str | Path = WRITTEN_FILE) -> list[dict]:
     """The committed model-written questions, in the candidate format (empty when none)."""
-    return [r for r in read_records(path) if r.get("question")]
+    return [r for r in read_jsonl(path) if r.get("question")]

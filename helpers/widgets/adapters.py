@@ -8,16 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from helpers.protocol import parse_assistant
 from helpers.rollout import Trajectory, groups_of, token_table
 from helpers.widgets.tokens import normalise_rows
 
-__all__ = ["advantage_groups", "groups_of", "leaf_data", "token_rows", "trajectory_tree", "tree_data"]
-
-
-def _parse(text: str) -> tuple[str, str | None]:
-    parsed = parse_assistant(text)
-    return parsed.kind, parsed.query
+__all__ = ["advantage_groups", "groups_of", "token_rows", "trajectory_tree", "tree_data"]
 
 
 def _leaf_from_branch(branch: dict[str, Any]) -> dict[str, Any]:
@@ -48,54 +42,17 @@ def _leaf_from_branch(branch: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def leaf_data(trajectory: Any, tokenizer: Any = None) -> dict[str, Any]:
-    """One trajectory as a leaf, from its turns and tool messages (any Trajectory-like object)."""
-    tools = [m for m in getattr(trajectory, "messages", []) or [] if m.get("role") == "tool"]
-    turns = []
-    tool_position = 0
-    for turn in getattr(trajectory, "turns", []) or []:
-        kind, query = _parse(turn.text)
-        observation = observation_tokens = None
-        if kind == "tool" and tool_position < len(tools):
-            observation = str(tools[tool_position].get("content") or "")
-            if tokenizer is not None:
-                observation_tokens = len(tokenizer.encode(observation, add_special_tokens=False))
-            tool_position += 1
-        turns.append({"kind": kind, "text": turn.text, "query": query, "tokens": len(turn.completion_tokens),
-                      "observation": observation, "observation_tokens": observation_tokens, "cut": False})
-    return {
-        "index": int(getattr(trajectory, "group_index", 0)),
-        "reward": float(getattr(trajectory, "reward", 0.0)),
-        "advantage": float(getattr(trajectory, "advantage", 0.0)),
-        "exact_match": bool(getattr(trajectory, "exact_match", False)),
-        "valid_format": bool(getattr(trajectory, "valid_format", False)),
-        "end_reason": str(getattr(trajectory, "end_reason", "") or ""),
-        "turns": turns,
-    }
-
-
-def tree_data(group: Sequence[Any], tokenizer: Any = None) -> dict[str, Any]:
+def tree_data(group: Sequence[Trajectory]) -> dict[str, Any]:
     """One GRPO group (trajectories of the same question) as TrajectoryTree data.
 
-    Uses `trajectory_tree` (which knows each observation's size and whether it was
-    cut); falls back to reading turns and tool messages for other Trajectory-like objects.
+    The branches of `trajectory_tree`, which knows each observation's size and whether it was cut.
     """
     group = list(group)
     if not group:
         return {"question": "", "answers": [], "leaves": []}
-    questions = {getattr(t, "question_index", 0) for t in group}
-    if len(questions) > 1:
-        raise ValueError(f"a tree shows one group; got question indexes {sorted(questions)}. Use groups_of(trajectories)")
-    if all(hasattr(t, "searches") for t in group):
-        tree = trajectory_tree(group)
-        leaves = sorted((_leaf_from_branch(b) for b in tree["branches"]), key=lambda leaf: leaf["index"])
-        return {"question": tree["question"], "answers": list(tree["references"]), "leaves": leaves}
-    example = group[0].example
-    return {
-        "question": example.question,
-        "answers": list(example.answers),
-        "leaves": [leaf_data(t, tokenizer) for t in sorted(group, key=lambda t: t.group_index)],
-    }
+    tree = trajectory_tree(group)
+    leaves = sorted((_leaf_from_branch(b) for b in tree["branches"]), key=lambda leaf: leaf["index"])
+    return {"question": tree["question"], "answers": list(tree["references"]), "leaves": leaves}
 
 
 def advantage_groups(trajectories: Iterable[Any]) -> list[dict[str, Any]]:
@@ -113,40 +70,19 @@ def advantage_groups(trajectories: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _decode(tokenizer: Any, token: int) -> str:
-    return tokenizer.decode([token]) if tokenizer is not None else f"<{token}>"
-
-
 def token_rows(trajectory: Any, tokenizer: Any = None) -> list[dict[str, Any]]:
     """Every token of a trajectory with its role, old logprob, advantage and mask.
 
     The rows of `helpers.rollout.token_table`: the trajectory stitched as the trainer sees it
-    (first prompt = prompt, later prompt deltas = observation, sampled tokens = assistant).
+    (first prompt = prompt, later prompt deltas = observation, sampled tokens = assistant);
+    context tokens have no sampler logprob (the table stores 0.0 there), so they show none.
     """
-    return normalise_rows([_row_from_table(row, tokenizer) for row in token_table(trajectory, tokenizer)])
-
-
-def _row_from_table(row: dict[str, Any], tokenizer: Any) -> dict[str, Any]:
-    token = int(row.get("id", row.get("token_id", row.get("token", -1))))
-    text = row.get("text")
-    if text is None:
-        text = _decode(tokenizer, token)
-    role = str(row.get("role") or row.get("source") or "prompt").lower()
-    if role in {"tool", "environment", "env"}:
-        role = "observation"
-    if role in {"system", "user", "question"}:
-        role = "prompt"
-    mask = row.get("mask", row.get("trained", 1 if role == "assistant" else 0))
-    # context tokens have no sampler logprob (the table stores 0.0 there): show none
-    logprob = row.get("logprob", row.get("old_logprob")) if mask else None
-    return {
-        "id": token,
-        "text": text,
-        "role": role,
-        "logprob": logprob,
-        "advantage": row.get("advantage", 0.0),
-        "mask": int(bool(mask)),
-    }
+    return normalise_rows([
+        {"id": row["token_id"], "text": row.get("text", f"<{row['token_id']}>"), "role": row["source"],
+         "logprob": row["logprob"] if row["trained"] else None, "advantage": row["advantage"],
+         "mask": int(row["trained"])}
+        for row in token_table(trajectory, tokenizer)
+    ])
 
 
 def _turn_view(trajectory: Trajectory, index: int) -> dict[str, Any]:

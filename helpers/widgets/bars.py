@@ -57,19 +57,8 @@ def advantage_bars_html(groups: list[dict[str, Any]], height: int = 60) -> str:
 
 
 def normalise_micro_batches(micro_batches: list[list[Any]]) -> list[list[int]]:
-    """Accept lengths or objects with a `length`/`num_tokens` attribute or key."""
-    out = []
-    for batch in micro_batches:
-        lengths = []
-        for item in batch:
-            if isinstance(item, (int, float)):
-                lengths.append(int(item))
-            elif isinstance(item, dict):
-                lengths.append(int(item.get("length", item.get("num_tokens", 0))))
-            else:
-                lengths.append(int(getattr(item, "length", getattr(item, "num_tokens", 0))))
-        out.append(lengths)
-    return out
+    """Accept lengths, or items with a `length` (the trainer's TrainingDatum)."""
+    return [[int(item if isinstance(item, (int, float)) else item.length) for item in batch] for batch in micro_batches]
 
 
 def packing_stats(micro_batches: list[list[Any]]) -> dict[str, float]:

@@ -81,16 +81,18 @@ def rollout_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if key in names}
 
 
-def budget_sliders(values: dict[str, Any] | None = None) -> dict[str, widgets.Widget]:
-    """One slider per budget; continuous_update=False so a drag re-runs once, on release."""
+def budget_sliders(values: dict[str, Any] | None = None, specs: dict[str, tuple] = SLIDERS,
+                   style: dict[str, str] = SLIDER_STYLE, width: str = "520px") -> dict[str, widgets.Widget]:
+    """One slider per budget (or per `specs` entry: name -> (minimum, maximum, step));
+    continuous_update=False so a drag re-runs once, on release."""
     values = values or budgets()
     out: dict[str, widgets.Widget] = {}
-    for name, (low, high, step) in SLIDERS.items():
+    for name, (low, high, step) in specs.items():
         value = values.get(name, low)
         cls = widgets.FloatSlider if isinstance(step, float) else widgets.IntSlider
         out[name] = cls(
             value=value, min=low, max=high, step=step, description=name,
-            continuous_update=False, style=SLIDER_STYLE, layout=slider_layout(),
+            continuous_update=False, style=style, layout=slider_layout(width),
         )
         out[name].add_class(f"srt-slider-{name}")
     return out

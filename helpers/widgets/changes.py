@@ -8,8 +8,9 @@ branch ended, its answer, reward and advantage — and two runs are compared bra
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
+from helpers.reward import extract_answer
 from helpers.widgets._html import esc, shorten
 
 # The per-branch fields, in the order the table shows them.
@@ -23,8 +24,6 @@ def _answer_of(leaf: dict[str, Any]) -> str:
         return str(leaf["answer"])
     turns = leaf.get("turns") or []
     if turns and turns[-1].get("kind") == "answer" and (leaf.get("end_reason") in (None, "", "answer")):
-        from helpers.reward import extract_answer
-
         return extract_answer(str(turns[-1].get("text") or "")) or ""
     return ""
 
@@ -51,13 +50,12 @@ def run_summary(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [branch_summary(leaf) for leaf in data.get("leaves") or []]
 
 
-def setting_changes(before: dict[str, Any] | None, after: dict[str, Any], keys: Sequence[str] | None = None
-                    ) -> dict[str, tuple[Any, Any]]:
+def setting_changes(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The settings that differ between two runs: name -> (before, after)."""
     if before is None:
         return {}
-    keys = keys if keys is not None else sorted(set(before) | set(after))
-    return {key: (before.get(key), after.get(key)) for key in keys if before.get(key) != after.get(key)}
+    return {key: (before.get(key), after.get(key)) for key in sorted(set(before) | set(after))
+            if before.get(key) != after.get(key)}
 
 
 def compare_runs(before: dict[str, Any] | None, after: dict[str, Any]) -> list[dict[str, Any]]:

@@ -11,7 +11,10 @@ import pickle
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Sequence
+
+import pytrio as trio
 
 from helpers import config
 from helpers.data import load_examples
@@ -20,9 +23,11 @@ from helpers.models import load_tokenizer
 from helpers.protocol import build_messages, build_prompt, stop_token_ids, template_family
 from helpers.reward import score
 from helpers.rollout import RolloutConfig, Trajectory, consume_assistant, finish_search, groups_of, rollout_batch
+from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
 from helpers.runs import updated
 from helpers.search import create_search_client
 from helpers.widgets.budgets import budgets, rollout_kwargs
+from helpers.widgets.exercises import call_text
 
 
 @dataclass
@@ -63,9 +68,6 @@ def rollout_config(values: dict[str, Any], seed: int = 0, **overrides: Any):
 
 def rollout_examples(questions: int) -> list[Any]:
     """The questions of the notebooks' small rollouts: the running example, then training questions."""
-    from helpers.data import load_examples
-    from helpers.running_example import RUNNING_EXAMPLE
-
     more = load_examples("train", limit=questions - 1) if questions > 1 else []
     return [RUNNING_EXAMPLE] + more
 
@@ -107,21 +109,9 @@ def recall(name: str) -> Any | None:
         return None
 
 
-def call_text(query: str) -> str:
-    import json
-
-    return "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
-
-
 def forced_sequence(sampler: Any, tokenizer: Any, prompt_tokens: Sequence[int], text: str) -> Any:
     """A given turn shaped like a sampled one: its tokens, a stop token, and the logprobs the
     policy assigns to them (what the sampler would have reported had it sampled this text)."""
-    from types import SimpleNamespace
-
-    import pytrio as trio
-
-    from helpers.protocol import stop_token_ids
-
     prompt = list(prompt_tokens)
     completion = list(tokenizer.encode(text, add_special_tokens=False)) + stop_token_ids(tokenizer)[:1]
     scored = sampler.compute_logprobs(trio.ModelInput.from_ints(prompt + completion)).result()
@@ -142,10 +132,6 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
     max_search_calls ends the branch, observations are fitted to max_tool_response_tokens.
     Without them the budgets are widened so that every given turn runs.
     """
-    from helpers.protocol import build_messages, build_prompt, template_family
-    from helpers.reward import score
-    from helpers.rollout import Trajectory, consume_assistant, finish_search, groups_of
-
     if sampler is None or tokenizer is None:
         current = engine()
         sampler, tokenizer = sampler or current.sampler, tokenizer or current.tokenizer
@@ -180,9 +166,6 @@ def search_trajectory(values: dict[str, Any] | None = None) -> tuple[Any, str]:
     example when it searched there; when the model never searched, falls back to a teacher-forced
     trajectory of the running example's two hops.
     """
-    from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
-    from helpers.widgets.budgets import budgets
-
     values = values or budgets()
     kept = recall("search_trajectory")
     if kept is not None:

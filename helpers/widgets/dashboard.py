@@ -84,10 +84,8 @@ def sparkline(values: list[float | None], steps: list[Any] | None = None, width:
 
 
 def _seconds(metrics: dict[str, Any], name: str) -> float | None:
-    value = metrics.get(TIME_PREFIX + name)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return max(float(value), 0.0)
-    return None
+    value = pick(metrics, (TIME_PREFIX + name,))
+    return None if value is None else max(value, 0.0)
 
 
 def stage_times(metrics: dict[str, Any]) -> dict[str, float]:

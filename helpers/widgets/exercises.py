@@ -101,7 +101,8 @@ def check_source_counts(examples: Iterable[Any], guess: Any) -> Verdict:
 # --------------------------------------------------------------------------- 02 protocol
 
 
-def _call(query: str) -> str:
+def call_text(query: str) -> str:
+    """A search call in the JSON format the course's system prompt shows."""
     return "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
 
 
@@ -109,16 +110,16 @@ def _call(query: str) -> str:
 # complete search call and nothing after it is a tool action; no call at all is an answer
 # (the reward decides later whether it is well-formed); anything else is invalid.
 PARSER_CASES: list[tuple[str, str]] = [
-    ("I need the author first." + _call("The Little Prince author"), "tool"),
+    ("I need the author first." + call_text("The Little Prince author"), "tool"),
     ("Answer: France", "answer"),
-    (_call("Little Prince author") + _call("Saint-Exupery birthplace"), "invalid"),
-    (_call("Saint-Exupery birthplace") + "\nAnswer: France", "invalid"),
+    (call_text("Little Prince author") + call_text("Saint-Exupery birthplace"), "invalid"),
+    (call_text("Saint-Exupery birthplace") + "\nAnswer: France", "invalid"),
     ('<tool_call>\n{"name": "search", "arguments": {"query": "Lyon', "invalid"),
     ("Answer: The Beatles", "answer"),
-    (_call("   "), "invalid"),
-    (_call("<b>Lyon</b> France"), "invalid"),
+    (call_text("   "), "invalid"),
+    (call_text("<b>Lyon</b> France"), "invalid"),
     ("I believe it is France, but I am not sure.", "answer"),
-    ("  " + _call("tallest mountain in Africa") + "  \n", "tool"),
+    ("  " + call_text("tallest mountain in Africa") + "  \n", "tool"),
 ]
 
 

@@ -9,7 +9,6 @@ request once the learner has moved a slider again (see `RunControl`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Sequence
@@ -17,6 +16,7 @@ from typing import Any, Callable, Sequence
 from helpers.data import SearchExample
 from helpers.policies import POLICY_LABELS, RECORDED_RUN, load_policy, run_dir
 from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
+from helpers.runs import read_jsonl
 from helpers.widgets.adapters import tree_data
 from helpers.widgets.course import forced_trajectory, rollout_config, search_client
 
@@ -29,16 +29,10 @@ class BudgetQuestion:
     why: str
 
 
-def _rows(path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _recorded_rows(run: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """The recorded evaluation's agent rows: policy name -> question id -> row."""
     folder = run_dir(run) / "eval"
-    return {name: {row["id"]: row for row in _rows(folder / f"{name}.jsonl") if row.get("mode", "agent") == "agent"}
+    return {name: {row["id"]: row for row in read_jsonl(folder / f"{name}.jsonl") if row.get("mode", "agent") == "agent"}
             for name in ("sft", "sft_grpo")}
 
 
@@ -182,7 +176,7 @@ def add_forced_branch(data: dict[str, Any], batch: Sequence[Any], example: Any, 
         control.progress("teacher-forced branch")
     forced = forced_trajectory(example, queries, answer, sampler=policy.sampler, tokenizer=policy.tokenizer,
                                search=search, values=values, group_index=len(batch))
-    leaf = tree_data([forced], policy.tokenizer)["leaves"][0]
+    leaf = tree_data([forced])["leaves"][0]
     leaf.update(index=len(batch), answer=forced.answer or "", source="teacher-forced", advantage=0.0)
     data["leaves"].append(leaf)
     data["note"] = (f"no sampled branch tried to search, so τ{leaf['index']} is added, teacher-forced: its turns are "
@@ -208,7 +202,7 @@ def live_run_fn(*, seed: int = 1, backend: str = "local", load: Callable[[Any], 
         example = as_example(values.get("question"))
         batch = list(rollout_batch(WatchedSampler(policy.sampler, control), policy.tokenizer, search, [example],
                                    rollout_config(values, seed=seed), progress=False))
-        data = _with_answers(tree_data(batch, policy.tokenizer), batch)
+        data = _with_answers(tree_data(batch), batch)
         if teacher_forced:
             data = add_forced_branch(data, batch, example, policy, search, values, control)
         return data
@@ -236,7 +230,7 @@ def budget_run_fn(examples: Sequence[Any], *, seed: int = 0, temperature: float 
                                    config, progress=False))
         leaves = []
         for trajectory in batch:
-            leaf = tree_data([trajectory], policy.tokenizer)["leaves"][0]
+            leaf = tree_data([trajectory])["leaves"][0]
             leaf["index"] = trajectory.question_index
             leaf["answer"] = trajectory.answer or ""
             leaves.append(leaf)

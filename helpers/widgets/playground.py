@@ -65,17 +65,6 @@ def _takes_control(run_fn: Callable) -> bool:
     return len(parameters) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
-def extra_sliders(specs: dict[str, tuple[int, int, int]], values: dict[str, Any]) -> dict[str, widgets.Widget]:
-    """Integer sliders for settings that are not budgets (e.g. notebook 12's stated budget b)."""
-    out = {}
-    for name, (low, high, step) in specs.items():
-        out[name] = widgets.IntSlider(value=int(values.get(name, low)), min=low, max=high, step=step, description=name,
-                                      continuous_update=False, style={"description_width": "170px"},
-                                      layout=widgets.Layout(width="460px"))
-        out[name].add_class(f"srt-slider-{name}")
-    return out
-
-
 def _question_text(question: Any) -> str:
     return str(getattr(question, "question", question) or "")
 
@@ -86,6 +75,8 @@ class RolloutPlayground(widgets.VBox):
     policies: (label, value) pairs for the policy picker (value goes to values["policy"]).
     questions: examples (anything with .question/.answers, or objects with .example and .why)
         offered first in the question box; typing another question runs it with no reference.
+    sliders: name -> (minimum, maximum, step) for settings that are not budgets (e.g. notebook 12's
+        stated budget b), shown instead of the budget sliders.
     """
 
     def __init__(self, run_fn: Callable[..., dict[str, Any]], values: dict[str, Any] | None = None,
@@ -98,7 +89,8 @@ class RolloutPlayground(widgets.VBox):
         self.values = dict(values or budgets())
         self.background = background
         self.row_prefix = row_prefix
-        self.sliders = budget_sliders(self.values) if sliders is None else extra_sliders(sliders, self.values)
+        self.sliders = (budget_sliders(self.values) if sliders is None else
+                        budget_sliders(self.values, sliders, {"description_width": "170px"}, "460px"))
         self.pickers: dict[str, widgets.Widget] = {}
         rows: list[widgets.Widget] = []
         if policies:

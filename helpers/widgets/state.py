@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _short(text: str, chars: int = 60) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= chars else text[: chars - 1] + "…"
+from helpers.widgets._html import shorten
 
 
 def trajectory_state(trajectory: Any, after: str) -> dict[str, Any]:
@@ -17,7 +14,7 @@ def trajectory_state(trajectory: Any, after: str) -> dict[str, Any]:
         "after": after,
         "turns": " → ".join(turn.kind or "?" for turn in trajectory.turns) or "–",
         "messages": " ".join(message["role"][0].upper() for message in trajectory.messages),
-        "last message": f"{last.get('role', '')}: {_short(last.get('content', ''))}" if last else "",
+        "last message": f"{last.get('role', '')}: {shorten(last.get('content', ''), 60)}" if last else "",
         "next prompt tokens": len(trajectory.next_prompt_tokens) if trajectory.next_prompt_tokens is not None else None,
         "search calls": trajectory.search_calls,
         "done": trajectory.done,
