@@ -57,7 +57,9 @@ def read_jsonl(path: str | Path) -> list[dict]:
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text().splitlines():
+    # only "\n" ends a row: rows are written with ensure_ascii=False, so a string may hold U+2028
+    # or U+0085, which str.splitlines() would also split on
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
         if not line.strip():
             continue
         try:

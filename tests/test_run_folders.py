@@ -25,6 +25,13 @@ def test_a_row_with_a_lone_surrogate_is_written_and_reads_back_the_same(tmp_path
     assert read_jsonl(tmp_path / "metrics.jsonl") == [SURROGATE_ROW, {"step": 2}]
 
 
+def test_unicode_line_separators_inside_a_row_do_not_end_it(tmp_path):
+    rows = [{"text": "first\u2028second"}, {"text": "next\x85line", "n": 2}, {"text": "last\u2029"}]
+    path = write_jsonl(tmp_path / "rows.jsonl", rows[:2])
+    append_jsonl(path, rows[2])
+    assert read_jsonl(path) == rows
+
+
 def test_a_row_after_a_line_cut_by_a_kill_is_not_lost(tmp_path):
     path = tmp_path / "metrics.jsonl"
     append_jsonl(path, {"step": 0})
