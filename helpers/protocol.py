@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from helpers.search.http import clean_query, valid_unicode
+from helpers.search.http import clean_query, replace_lone_surrogates, valid_unicode
 
 SEARCH_TOOL: dict[str, Any] = {
     "type": "function",
@@ -243,8 +243,7 @@ def parse_assistant(text: str, family: Family | None = None) -> ParsedAssistant:
     and elsewhere in the turn they become U+FFFD, so every later writer can encode the turn.
     """
     text = text if isinstance(text, str) else str(text)
-    if not valid_unicode(text):
-        text = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+    text = replace_lone_surrogates(text)
     stripped = text.strip()
     found = _blocks(text)
     if found is None:

@@ -33,6 +33,7 @@ import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -535,11 +536,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.no_launch:
         return 0
     process = launch_tensorboard(logdir, args.port, args.host)
+    # a `kill` of this command stops TensorBoard too, instead of leaving it serving on its own
+    signal.signal(signal.SIGTERM, lambda *_: process.terminate())
     try:
-        return process.wait()
+        code = process.wait()
     except KeyboardInterrupt:
         process.terminate()
+        process.wait()
         return 0
+    return 0 if code == -signal.SIGTERM else code  # stopped, or TensorBoard's own failure (a port in use)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from fake_service import FakeService, gzip_bomb  # noqa: E402
 
 from helpers.search import create_search_client, format_results  # noqa: E402
 from helpers.search.deepseek import DeepSeekSearchClient  # noqa: E402
-from helpers.search.http import MAX_RESPONSE_BYTES, RetryPolicy  # noqa: E402
+from helpers.search.http import MAX_RESPONSE_BYTES, RetryPolicy, valid_unicode  # noqa: E402
 from helpers.search.wikipedia import WikipediaSearchClient  # noqa: E402
 from helpers.search.zhihu import ZhihuSearchClient  # noqa: E402
 
@@ -228,3 +228,13 @@ def test_a_query_with_a_lone_surrogate_is_refused_before_sending():
         result = client.search("\ud83d x")
     assert not result.ok and "lone surrogate" in result.error and "bad response" not in result.error
     assert svc.requests == []
+
+
+@pytest.mark.parametrize("backend", ["wikipedia", "zhihu"])
+def test_a_lone_surrogate_in_an_answer_reaches_the_observation_as_a_replacement_character(backend):
+    text = "Paris \ud83d is \udc00 big"  # the service sends them as JSON escapes
+    with FakeService() as svc:
+        svc.push(json=wiki_answer(text) if backend == "wikipedia" else zhihu_answer(text))
+        result = (wiki(svc) if backend == "wikipedia" else zhihu(svc)).search("q")
+    assert result.ok and result.items[0].content == "Paris \ufffd is \ufffd big"
+    assert valid_unicode(format_results(result))  # a tokenizer can encode the observation

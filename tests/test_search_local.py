@@ -11,6 +11,7 @@ import pytest
 from helpers.search import SearchItem, SearchResult, create_search_client, format_item, format_results
 from helpers.search import local
 from helpers.search.format import NO_RESULTS, cut
+from helpers.search.http import valid_unicode
 from helpers.reward import normalize_answer as normalize
 from helpers.search.quality import answer_in, format_quality, retrieval_quality
 
@@ -73,6 +74,18 @@ def test_build_index_is_cached_and_loads_equal(tmp_path, rows, index, capsys):
     corpus.write_text(corpus.read_text() + json.dumps({"id": "wnew", "contents": '"New"\nzebra crossing'}) + "\n")
     local.build_index(corpus, out, show_progress=False)
     assert local.LocalIndex.load(out).search("zebra", 1)[0].id == "wnew"
+
+
+def test_a_lone_surrogate_in_the_corpus_becomes_a_replacement_character(tmp_path):
+    corpus = tmp_path / "wiki.jsonl"
+    corpus.write_text(json.dumps({"id": "w1", "contents": '"Paris"\nParis \ud83d lies on the Seine'}) + "\n"
+                      + json.dumps({"id": "w2", "contents": '"Lyon"\nLyon lies on the Rhone'}) + "\n")
+    local.build_index(corpus, tmp_path / "index", show_progress=False)
+    rows = [json.loads(line) for line in corpus.read_text().splitlines()]
+    for index in (local.LocalIndex.load(tmp_path / "index"), local.LocalIndex.from_rows(rows)):
+        result = local.LocalSearchClient(index).search("seine")
+        assert result.ok and result.items[0].content == "Paris \ufffd lies on the Seine"
+        assert valid_unicode(format_results(result))  # a tokenizer can encode the observation
 
 
 def test_missing_corpus_and_index_say_what_to_do(tmp_path):

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -92,14 +96,18 @@ def test_none_tracker_does_nothing(tmp_path):
 # --------------------------------------------------------------------------- failure never stops a run
 
 
-def test_missing_package_gives_a_message_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "swanlab", None)  # import swanlab -> ImportError
-    tracker = open_tracker("swanlab", "x/y", CONFIG, logdir=tmp_path)
+@pytest.mark.parametrize("kind, modules", [("swanlab", ["swanlab"]),
+                                           ("tensorboard", ["tensorboard", "torch.utils.tensorboard"])])
+def test_missing_package_gives_a_message_and_the_run_goes_on(tmp_path, monkeypatch, capsys, kind, modules):
+    for module in modules:
+        monkeypatch.setitem(sys.modules, module, None)  # import <module> -> ImportError
+    tracker = open_tracker(kind, "x/y", CONFIG, logdir=tmp_path)
     assert not tracker.active
     tracker.log(ROWS[0])
     tracker.close()
     out = capsys.readouterr().out
-    assert "swanlab is not installed" in out and "JSONL only" in out
+    assert f"{kind} is not installed" in out and "JSONL only" in out
+    assert not any(tmp_path.iterdir())
 
 
 class Broken:
@@ -201,6 +209,15 @@ def read_tensorboard(folder: Path):
 
 def tensorboard_text(events, tag: str) -> str:
     return events.Tensors(f"{tag}/text_summary")[-1].tensor_proto.string_val[0].decode()
+
+
+def table_rows(text: str) -> list[dict[str, str]]:
+    """A markdown table (as `markdown_table` writes it) back into rows of cell strings."""
+    def cells(line: str) -> list[str]:
+        return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+    header, _, *body = text.splitlines()
+    return [dict(zip(cells(header), cells(line))) for line in body]
 
 
 def test_tensorboard_files_read_back_into_the_same_values(tmp_path, secret_env):
@@ -316,15 +333,19 @@ def test_the_committed_gpu_runs_export_with_every_headline_curve(tmp_path):
     pytest.importorskip("tensorboard")
     from helpers.config import RESULTS_DIR
 
-    name = "h200_balanced/grpo"
-    written = tracking.export_recorded(RESULTS_DIR, tmp_path, only=[name], progress=False)
-    assert list(written) == [name]
-    rows = [json.loads(line) for line in (RESULTS_DIR / name / "metrics.jsonl").read_text().splitlines()]
-    events = read_tensorboard(written[name])
-    for tag, key in HEADLINE.items():
-        points = events.Scalars(f"headline/{tag}")
-        assert [e.step for e in points] == [r["step"] for r in rows]
-        assert all(math.isclose(e.value, r[key], rel_tol=1e-6, abs_tol=1e-12) for e, r in zip(points, rows))
+    runs = {name: rows for name, folder in tracking.recorded_runs(RESULTS_DIR).items()
+            if "reward_mean" in (rows := tracking.read_jsonl(folder / "metrics.jsonl"))[0]}  # GRPO, not SFT
+    assert {"h200/grpo", "h200_balanced/grpo", "h200_search/grpo"} <= set(runs)
+    written = tracking.export_recorded(RESULTS_DIR, tmp_path, only=list(runs), progress=False)
+    assert set(runs) <= set(written)
+    for name, rows in runs.items():
+        events = read_tensorboard(written[name])
+        for tag, key in HEADLINE.items():  # a step without a number (no update: no KL) leaves a gap
+            recorded = [(r["step"], r[key]) for r in rows
+                        if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+            points = [(e.step, e.value) for e in events.Scalars(f"headline/{tag}")]
+            assert recorded and [s for s, _ in points] == [s for s, _ in recorded], (name, tag)
+            assert all(math.isclose(p, r, rel_tol=1e-6, abs_tol=1e-12) for (_, p), (_, r) in zip(points, recorded))
 
 
 def test_an_odd_metrics_row_is_skipped_and_the_tracker_goes_on(capsys):
@@ -347,7 +368,6 @@ def test_run_names_are_the_last_two_folders(tmp_path):
 
 def test_a_run_that_exits_without_closing_still_leaves_its_curves(tmp_path):
     pytest.importorskip("tensorboard")
-    import subprocess
 
     script = (
         "import sys; from helpers.tracking import open_tracker\n"
@@ -376,7 +396,6 @@ def test_every_entry_point_refuses_an_unknown_tracker_before_any_work(tmp_path):
 
 def test_an_evaluation_sends_its_summary_table(tmp_path, monkeypatch):
     pytest.importorskip("tensorboard")
-    from types import SimpleNamespace
 
     from helpers.eval import EvalConfig, evaluate
 
@@ -442,7 +461,6 @@ def test_the_switch_is_a_flag_of_every_command_line():
 
 def test_a_budget_sweep_sends_one_curve_per_policy_over_the_budget(tmp_path, monkeypatch):
     pytest.importorskip("tensorboard")
-    from types import SimpleNamespace
 
     import helpers.data
     import helpers.engine
@@ -472,8 +490,6 @@ def test_a_budget_sweep_sends_one_curve_per_policy_over_the_budget(tmp_path, mon
 
 def test_a_key_on_the_command_line_stays_out_of_swanlab_files(tmp_path):
     pytest.importorskip("swanlab")
-    import os
-    import subprocess
 
     script = (
         "from helpers.tracking import open_tracker\n"
@@ -488,3 +504,127 @@ def test_a_key_on_the_command_line_stays_out_of_swanlab_files(tmp_path):
                    cwd=Path(tracking.__file__).parent.parent, capture_output=True)
     assert list((tmp_path / "swanlog").rglob("*.swanlab"))
     assert SECRET.encode() not in all_bytes(tmp_path / "swanlog")
+
+
+def test_the_efficiency_comparison_passes_the_switch_to_each_grpo_run(monkeypatch):
+    from helpers import efficiency
+    from helpers.efficiency.cli import main
+
+    seen = []
+    monkeypatch.setattr(efficiency, "train_with_reward",
+                        lambda cfg, reward, **kw: seen.append((reward, cfg.tracker, cfg.out)) or {})
+    main(["compare", "--tracker", "swanlab", "--out", "results/x"])
+    assert seen == [("exact_match", "swanlab", "results/x/exact_match"), ("gated", "swanlab", "results/x/gated")]
+
+
+def test_the_experiment_report_sends_the_table_of_every_evaluation(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    from helpers.experiment import make_plan, stage_report
+
+    monkeypatch.setenv("COURSE_TRACKING_DIR", str(tmp_path / "board"))
+    plan = make_plan("cpu-dry", str(tmp_path / "exp"), str(tmp_path / "work"), tracker="tensorboard")
+    for label, pattern in (("sft", [True, False, False, False]), ("sft_grpo", [True, True, True, False])):
+        rows = [{"id": str(i), "data_source": "nq", "exact_match": em, "lenient_match": em, "valid_format": True,
+                 "search_calls": 1, "reward": float(em), "queries": ["q"], "answers": ["qqzzyyx"]}
+                for i, em in enumerate(pattern)]
+        path = plan.out / "eval" / f"{label}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stage_report(plan)
+    table = tensorboard_text(read_tensorboard(tmp_path / "board" / "exp" / "report"), "eval/all")
+    rows = {row[""]: row for row in table_rows(table)}
+    assert (rows["sft"]["em_strict"], rows["sft_grpo"]["em_strict"]) == ("0.25", "0.75")
+    assert rows["sft"]["n"] == rows["sft_grpo"]["n"] == "4"
+
+
+class FakeSwanLab:
+    """Stands in for swanlab's login and init: records what a cloud start would send."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.logins, self.inits, self.run_dir = [], [], run_dir
+
+    def login(self, **kwargs):
+        self.logins.append(kwargs)
+
+    def init(self, **kwargs):
+        self.inits.append(kwargs)
+        return SimpleNamespace(dir=str(self.run_dir), config={})
+
+
+@pytest.mark.parametrize("key, mode, expected", [(SECRET, None, "online"), (None, None, "offline"),
+                                                 (SECRET, "offline", "offline"), (None, "cloud", None)])
+def test_swanlab_goes_to_the_cloud_only_with_a_key(tmp_path, monkeypatch, capsys, key, mode, expected):
+    swanlab = pytest.importorskip("swanlab")
+    fake = FakeSwanLab(tmp_path)
+    monkeypatch.setattr(swanlab, "login", fake.login)
+    monkeypatch.setattr(swanlab, "init", fake.init)
+    monkeypatch.setattr(tracking, "env_value", lambda name: key if name == "SWANLAB_API_KEY" else None)  # .env
+    tracker = open_tracker("swanlab", "exp/grpo", logdir=tmp_path, mode=mode)
+    if expected is None:
+        assert not tracker.active and "SWANLAB_API_KEY" in capsys.readouterr().out
+        assert fake.inits == []
+        return
+    assert tracker.active and tracker.backend.mode == expected and fake.inits[0]["mode"] == expected
+    assert fake.logins == ([{"api_key": SECRET, "save": False}] if expected == "online" else [])
+    assert SECRET not in repr(fake.inits)  # the key goes to login only, never into the run's settings
+    tracker.backend.close = lambda: None  # nothing was started to finish
+    tracker.close()
+
+
+@pytest.mark.slow
+def test_an_sft_run_mirrors_its_jsonl_config_and_result_to_the_tracker(tmp_path, monkeypatch, small_model_name):
+    pytest.importorskip("tensorboard")
+    from helpers.data import SearchExample
+    from helpers.sft import SFTConfig, run_sft
+    from test_sft import ScriptedSearch
+
+    monkeypatch.setenv("COURSE_TRACKING_DIR", str(tmp_path / "board"))
+    facts = {"who wrote hamlet": ("Hamlet", "A tragedy by William Shakespeare.", "William Shakespeare"),
+             "where is the eiffel tower": ("Eiffel Tower", "A tower in Paris, France.", "Paris")}
+    examples = [SearchExample(id=f"n{i}", question=q, answers=[answer], data_source="nq")
+                for i, (q, (_, _, answer)) in enumerate(facts.items())]
+    search = ScriptedSearch({q: [(title, text)] for q, (title, text, _) in facts.items()})
+    config = SFTConfig(model=small_model_name, epochs=1, batch_size=1, resume=False, tracker="tensorboard",
+                       out=str(tmp_path / "exp" / "sft"))
+    result = run_sft(config, search_client=search, examples=examples, progress=False)
+
+    rows = [json.loads(line) for line in (tmp_path / "exp" / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == result.steps == 2
+    events = read_tensorboard(tmp_path / "board" / "exp" / "sft")
+    assert [(e.step, e.value) for e in events.Scalars("nll")] == [(r["step"], pytest.approx(r["nll"], rel=1e-6))
+                                                                    for r in rows]
+    assert "sft.tracker" in tensorboard_text(events, "config")
+    (summary,) = table_rows(tensorboard_text(events, "sft/result"))
+    assert (summary["demonstrations"], summary["steps"]) == ("2", "2")
+
+
+def test_stopping_the_tensorboard_command_stops_tensorboard(tmp_path):
+    script = (
+        "import subprocess, sys\n"
+        "from helpers import tracking\n"
+        "def launch(logdir, port, host):  # a stand-in server that would outlive its parent\n"
+        "    server = subprocess.Popen(['sleep', '300'])\n"
+        "    print(server.pid, flush=True)\n"
+        "    return server\n"
+        "tracking.launch_tensorboard = launch\n"
+        "tracking.export_recorded = lambda *args, **kwargs: {}\n"
+        f"sys.exit(tracking.main(['tensorboard', '--logdir', {str(tmp_path)!r}]))\n"
+    )
+    command = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               cwd=Path(tracking.__file__).parent.parent)
+    server = None
+    try:
+        lines = iter(command.stdout.readline, "")
+        server = int(next(line for line in lines if line.strip().isdigit()))  # after the export's summary
+        command.terminate()
+        assert command.wait(timeout=60) == 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(server, 0)  # terminated and reaped, not left running on its own
+    finally:
+        if command.poll() is None:
+            command.kill()
+        if server is not None:
+            try:
+                os.kill(server, signal.SIGTERM)
+            except ProcessLookupError:
+                pass

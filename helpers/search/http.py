@@ -187,6 +187,14 @@ def valid_unicode(text: str) -> bool:
     return True
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so any writer or tokenizer takes it."""
+    return text if valid_unicode(text) else _SURROGATE.sub("\ufffd", text)
+
+
 # -- one HTTP exchange ------------------------------------------------------------------------
 
 
@@ -463,13 +471,15 @@ class OnlineSearchClient:
         return SearchResult(ok=False, items=[], latency=time.perf_counter() - started, status=status, error=error)
 
     def _scrub(self, result: SearchResult) -> SearchResult:
-        """The result with every key masked in its text: a server can echo what it was sent."""
-        secrets = self._secrets()
-        if not secrets or not result.items:
+        """The result with every key masked in its text (a server can echo what it was sent) and
+        every lone surrogate (a JSON escape such as ``"\\ud83d"``) replaced by U+FFFD: the text
+        goes into an observation that a tokenizer must encode and a writer must store."""
+        if not result.items:
             return result
+        secrets = self._secrets()
 
         def clean(value):
-            return redact(value, secrets) if isinstance(value, str) else value
+            return redact(replace_lone_surrogates(value), secrets) if isinstance(value, str) else value
 
         items = [replace(item, **{name: clean(getattr(item, name)) for name in ("title", "content", "source", "url")})
                  for item in result.items]

@@ -34,6 +34,7 @@ from bm25s.tokenization import STOPWORDS_EN  # noqa: E402
 
 from helpers import config  # noqa: E402
 from helpers.search.format import MAX_CONTENT_CHARS, cut  # noqa: E402
+from helpers.search.http import replace_lone_surrogates  # noqa: E402
 from helpers.search.types import SearchItem, SearchResult, SearchStats  # noqa: E402
 
 INDEX_VERSION = 2
@@ -214,8 +215,9 @@ def build_index(corpus: str | Path | None = None, index_dir: str | Path | None =
                          disable=not show_progress):
             if line.strip():
                 row = json.loads(line)
-                tokenizer.add(row["contents"])
-                target.write(json.dumps({"id": row["id"], "contents": row["contents"]}, ensure_ascii=False) + "\n")
+                contents = replace_lone_surrogates(row["contents"])  # a "\\ud83d" escape no tokenizer takes
+                tokenizer.add(contents)
+                target.write(json.dumps({"id": row["id"], "contents": contents}, ensure_ascii=False) + "\n")
     count = tokenizer.documents
     retriever = bm25_from_ids(*tokenizer.arrays(), tokenizer.vocab)
     del tokenizer
@@ -255,10 +257,11 @@ class LocalIndex:
     def from_rows(cls, rows: list[dict]) -> "LocalIndex":
         """An in-memory index (tests, small corpora); rows in the Search-R1 corpus format."""
         tokenizer = CorpusTokenizer()
-        for row in rows:
-            tokenizer.add(row["contents"])
+        contents = [replace_lone_surrogates(row["contents"]) for row in rows]
+        for text in contents:
+            tokenizer.add(text)
         retriever = bm25_from_ids(*tokenizer.arrays(), tokenizer.vocab)
-        passages = [Passage(r["id"], *split_contents(r["contents"])) for r in rows]
+        passages = [Passage(r["id"], *split_contents(text)) for r, text in zip(rows, contents)]
         return cls(retriever, passages)
 
     def __len__(self) -> int:
