@@ -26,6 +26,7 @@ FAST = {
     "eval_questions": 1,
     "sft_questions": 2,
     "sft_epochs": 1,
+    "grpo_questions": 1,
     "grpo_steps": 1,
 }
 FULL = {
@@ -43,6 +44,7 @@ FULL = {
     # starts from the recorded SFT adapter (helpers.learnable.CPU_RUN), the real run is the GPU's
     "sft_questions": 4,
     "sft_epochs": 1,
+    "grpo_questions": 1,  # one question x group_size: the minutes go to the run that learns
     "grpo_steps": 1,
 }
 
