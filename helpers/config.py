@@ -6,6 +6,7 @@ Everything a learner might want to move lives behind an environment variable:
 - COURSE_CACHE    where models and indexes are cached (default: ~/.cache/search-r1-course)
 - COURSE_BACKEND  'local' (default) or 'pytrio'
 - COURSE_MODEL    overrides the profile's default model
+- COURSE_DTYPE    'float32' or 'bfloat16' (default: bf16 on CUDA, fp32 elsewhere)
 """
 
 from __future__ import annotations
@@ -57,8 +58,17 @@ def device() -> str:
     return "cpu"
 
 
+DTYPES = ("bfloat16", "float32")
+
+
 def dtype():
-    """bf16 on CUDA, fp32 elsewhere. Sampler and trainer must share it (logprobs differ by ~1 nat)."""
+    """bf16 on CUDA, fp32 elsewhere; COURSE_DTYPE=float32 makes a GPU compute as a CPU does.
+    Sampler and trainer must share it (their logprobs differ by ~1 nat across the two)."""
     import torch
 
+    name = os.environ.get("COURSE_DTYPE", "").strip().lower()
+    if name and name not in DTYPES:
+        raise ValueError(f"COURSE_DTYPE must be one of {DTYPES}, got {name!r}")
+    if name:
+        return getattr(torch, name)
     return torch.bfloat16 if device() == "cuda" else torch.float32

@@ -58,17 +58,19 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # %% [markdown]
 # ## The sweep, on this machine
 #
-# The fast profile sweeps a few budgets on one held-out question, the full profile on 20
-# (`eval_questions`), with $b = 0\dots10$. Policies: the base model, and the SFT and GRPO checkpoints of notebook 09 when it
-# has been run in this profile.
+# Every point is one rollout per question, so a sweep costs policies × budgets × questions
+# rollouts. On a CPU the profiles keep it to minutes (`sweep_budgets`, `sweep_questions`: $b = 0, 1, 2$
+# on one held-out question in the fast profile, $b = 0, 1, 3$ on 6 in the full one); the recorded GPU
+# sweep below has $b = 0\dots10$ on 100. Policies: the base model, and the SFT and GRPO checkpoints
+# of notebook 09 when it has been run in this profile.
 
 # %%
 from helpers.data import load_examples
 from helpers.widgets.course import engine, recall, search_client
 
 fast = config.is_fast()
-sweep_budgets = [0, 1, 2] if fast else list(eff.BUDGETS)
-questions = load_examples("test", limit=values["eval_questions"])
+sweep_budgets = values["sweep_budgets"]
+questions = load_examples("test", limit=values["sweep_questions"])
 base_engine = engine()
 policies = {"base": base_engine.sampler}
 trained = recall("training_09") or {}
@@ -98,7 +100,7 @@ eff.plot_tool_efficiency(points)
 plt.show()
 
 # %% [markdown]
-# A handful of questions (`eval_questions`: 1 in the fast profile, 20 in the full one) is far too
+# A handful of questions (`sweep_questions`: 1 in the fast profile, 6 in the full one) is far too
 # few to read anything into the accuracy; the point here is the machinery, and the cost side is
 # already informative: every search adds an observation the model
 # must read on the next turn, so **input** tokens grow much faster than output tokens.

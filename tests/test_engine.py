@@ -285,6 +285,52 @@ def test_internal_micro_batches_do_not_change_the_gradient(service, prompt, monk
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
 
 
+def _policy_datum(ids, trained_from):
+    n = len(ids) - 1
+    advantages = [0.0] * trained_from + [0.7] * (n - trained_from)
+    return trio.Datum(model_input=trio.ModelInput.from_ints(ids[:-1]), loss_fn_inputs={
+        "target_tokens": ids[1:], "logprobs": [-2.0] * n, "advantages": advantages})
+
+
+@pytest.mark.parametrize("loss_fn", ["importance_sampling", "cross_entropy"])
+def test_the_unembedding_under_autograd_only_where_the_loss_is_not_zero(service, prompt, monkeypatch, loss_fn):
+    from helpers.engine import losses
+
+    if loss_fn == "cross_entropy":
+        data = [trio.Datum(model_input=trio.ModelInput.from_ints(prompt[:-1]), loss_fn_inputs={
+            "target_tokens": prompt[1:], "weights": [0.0] * 6 + [1.0] * (len(prompt) - 7)})]
+    else:
+        data = [_policy_datum(prompt, 5), _policy_datum(prompt[:10], 6), _policy_datum(prompt[2:], len(prompt) - 5)]
+    results = []
+    for everywhere in (True, False):
+        if everywhere:  # the plain way: every position's logprob under autograd
+            monkeypatch.setattr(losses, "trained_positions", lambda loss_fn, inputs: None)
+        else:
+            monkeypatch.undo()
+        tc = service.create_lora_training_client(MODEL, rank=4, seed=3, train_mlp=False)
+        out = tc.forward_backward(data, loss_fn).result()
+        results.append(([torch.tensor(o["logprobs"].data) for o in out.loss_fn_outputs], out.metrics["loss_sum"],
+                        [p.grad.clone() for p in tc._run.params]))
+        tc.optim_step(trio.AdamParams(learning_rate=0.0)).result()
+    (every_lp, every_loss, every_grad), (lp, loss, grad) = results
+    assert [len(x) for x in lp] == [len(d.model_input.to_ints()) for d in data]
+    for a, b in zip(every_lp, lp):  # every position's logprob is still returned
+        assert torch.allclose(a, b, atol=1e-5)
+    assert loss == pytest.approx(every_loss, rel=1e-5)
+    assert any(float(g.abs().max()) > 0 for g in grad)
+    for a, b in zip(every_grad, grad):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_micro_batches_hold_rows_of_similar_length():
+    from helpers.engine.training import _pack
+
+    rows = [{"length": n} for n in (10, 100, 12, 98, 11)]
+    batches = _pack(rows, budget=200)
+    assert sorted(i for b in batches for i in b) == list(range(5))
+    assert batches == [[0, 4, 2], [3, 1]]  # 3 x 12 and 2 x 100 padded tokens, not 2 x 100 three times
+
+
 def test_static_cache_decoding_matches_the_dynamic_path(service, tokenizer, monkeypatch):
     """The GPU fast path (static KV cache, fixed shapes) run eagerly on CPU gives the same samples."""
     sc = service.create_sampling_client(base_model=MODEL)

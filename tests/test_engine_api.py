@@ -156,3 +156,19 @@ def test_checkpoint_paths_resolve_under_the_cache(tmp_path):
     assert resolve_path(f"file://{tmp_path}") == tmp_path
     with pytest.raises(ValidationError, match="cannot load"):
         resolve_path("trio://workspace/checkpoint")
+
+
+def test_course_dtype_sets_the_dtype_of_sampler_and_trainer(monkeypatch):
+    import torch
+
+    from helpers import config
+
+    monkeypatch.setenv("COURSE_DTYPE", "bfloat16")
+    assert config.dtype() is torch.bfloat16
+    monkeypatch.setenv("COURSE_DTYPE", "float32")
+    assert config.dtype() is torch.float32
+    monkeypatch.setenv("COURSE_DTYPE", "fp8")
+    with pytest.raises(ValueError, match="COURSE_DTYPE must be one of"):
+        config.dtype()
+    monkeypatch.delenv("COURSE_DTYPE")
+    assert config.dtype() is (torch.bfloat16 if config.device() == "cuda" else torch.float32)

@@ -52,12 +52,23 @@ def test_the_cpu_run_starts_from_the_recorded_sft_under_the_notebook_budgets(tmp
     from helpers.widgets.course import rollout_config
 
     values = budgets("full")
-    config = cpu_run_config(rollout_config(values), tmp_path / "run", questions=3)
-    assert config.init_from == str(SFT_START) and config.questions_per_batch == 3
+    config = cpu_run_config(rollout_config(values), tmp_path / "run")
+    assert config.init_from == str(SFT_START) and config.questions_per_batch == CPU_RUN["questions_per_step"]
     assert config.max_steps == CPU_RUN["steps"] and config.max_minutes == CPU_RUN["minutes"]
+    assert config.learning_rate == CPU_RUN["learning_rate"] and not config.resume
+    assert cpu_run_config(rollout_config(values), tmp_path / "run", max_steps=2).max_steps == 2
     assert config.rollout.group_size == CPU_RUN["group_size"]
     assert config.rollout.max_tool_response_tokens == values["max_tool_response_tokens"]
     assert config.rollout.max_search_calls == values["max_search_calls"]
+
+
+def test_the_recorded_answer_rates_offer_the_cpu_run_its_questions():
+    from helpers.learnable import ANSWER_RATES, BAND, CPU_RUN
+
+    rates = answer_rates(read_rows(ANSWER_RATES))
+    chosen = learnable_ids(rates, limit=CPU_RUN["questions"])
+    assert len(chosen) == CPU_RUN["questions"]
+    assert all(BAND[0] <= rates[qid][0] <= BAND[1] and rates[qid][1] >= 8 for qid in chosen)
 
 
 def test_recording_samples_each_question_once_per_seed_at_temperature_one(tmp_path, monkeypatch):

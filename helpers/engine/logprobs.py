@@ -3,6 +3,11 @@
 The decoder runs once; the unembedding and the log-softmax are then applied to chunks of
 positions. Under autograd each chunk is checkpointed, so only one chunk's logits
 ([batch, chunk, vocab]) exist at a time, in the forward and in the backward pass.
+
+A policy-gradient datum trains a few dozen of its thousand positions (the rest are prompt and
+tool observations, whose advantage is 0). Given `trained`, only those positions go through the
+unembedding under autograd; the others are computed once without a graph (same values, and no
+gradient is lost: theirs is zero). On a CPU the unembedding is about a quarter of a training step.
 """
 
 from __future__ import annotations
@@ -25,13 +30,25 @@ def _chunk_logprobs(head, hidden, targets):
     return out.masked_fill(targets < 0, 0.0)
 
 
-def sequence_logprobs(model, input_ids, attention_mask, targets, chunk_bytes: int | None = None):
+def _chunked(head, hidden, targets, chunk: int, grad: bool):
+    from torch.utils.checkpoint import checkpoint
+
+    pieces = []
+    for start in range(0, hidden.shape[-2], chunk):
+        h, t = hidden[..., start:start + chunk, :], targets[..., start:start + chunk]
+        pieces.append(checkpoint(_chunk_logprobs, head, h, t, use_reentrant=False) if grad
+                      else _chunk_logprobs(head, h, t))
+    return pieces
+
+
+def sequence_logprobs(model, input_ids, attention_mask, targets, chunk_bytes: int | None = None,
+                      trained=None):
     """log p(targets[b, t] | input_ids[b, :t+1]) as fp32 [B, T]; 0 where targets < 0 (ignored).
 
-    Right padding is expected (positions follow the attention mask).
+    Right padding is expected (positions follow the attention mask). `trained` ([B, T] bool)
+    names the positions whose gradient is wanted; without it every position carries one.
     """
     import torch
-    from torch.utils.checkpoint import checkpoint
 
     lm = _causal_lm(model)
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
@@ -42,12 +59,13 @@ def sequence_logprobs(model, input_ids, attention_mask, targets, chunk_bytes: in
     rows, vocab = hidden.shape[0], getattr(head, "out_features", None) or lm.config.vocab_size
     budget = chunk_bytes or LOGITS_CHUNK_BYTES.get(hidden.device.type, DEFAULT_CHUNK_BYTES)
     chunk = max(1, budget // (rows * vocab * 4))
-    pieces = []
-    for start in range(0, hidden.shape[1], chunk):
-        h = hidden[:, start:start + chunk]
-        t = targets[:, start:start + chunk]
-        if torch.is_grad_enabled():
-            pieces.append(checkpoint(_chunk_logprobs, head, h, t, use_reentrant=False))
-        else:
-            pieces.append(_chunk_logprobs(head, h, t))
-    return torch.cat(pieces, dim=1)
+    grad = torch.is_grad_enabled()
+    if trained is None or not grad:
+        return torch.cat(_chunked(head, hidden, targets, chunk, grad), dim=1)
+    with torch.no_grad():
+        values = torch.cat(_chunked(head, hidden.detach(), targets, chunk, False), dim=1)
+    where = trained.nonzero(as_tuple=True)
+    if not len(where[0]):
+        return values
+    picked = torch.cat(_chunked(head, hidden[where], targets[where], chunk * rows, True))
+    return values.index_put(where, picked)

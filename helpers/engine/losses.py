@@ -53,6 +53,12 @@ def check_config(loss_fn: str, loss_fn_config: dict | None) -> dict:
     return merged
 
 
+def trained_positions(loss_fn: str, inputs: dict):
+    """[B, T] bool: the tokens whose loss can be non-zero (the only ones with a gradient)."""
+    scale = inputs["weights"] if loss_fn == "cross_entropy" else inputs["advantages"]
+    return (inputs["active"] != 0) & (scale != 0)
+
+
 def token_losses(loss_fn: str, logprobs, inputs: dict, config: dict):
     """Per-token loss [B, T] (0 on inactive tokens). `inputs` holds [B, T] float tensors."""
     import torch

@@ -130,7 +130,8 @@ class LoraRun:
                 model.train()  # enables gradient checkpointing of the decoder layers
             try:
                 with torch.set_grad_enabled(backward):
-                    lp = sequence_logprobs(model, tensors["ids"], tensors["mask"], tensors["targets"])
+                    lp = sequence_logprobs(model, tensors["ids"], tensors["mask"], tensors["targets"],
+                                           trained=losses.trained_positions(loss_fn, tensors))
                     per_token = losses.token_losses(loss_fn, lp, tensors, config)
                     per_datum = per_token.sum(dim=1)
                     if backward:
@@ -346,8 +347,11 @@ def _prepare(datum: Datum, loss_fn: str, auto_shift: bool) -> dict:
 
 
 def _pack(prepared: list[dict], budget: int) -> list[list[int]]:
+    """Indices of `prepared` in micro-batches of at most `budget` padded tokens. Rows of similar
+    length go together (a row is padded to the longest of its micro-batch)."""
     batches, current, longest = [], [], 0
-    for i, item in enumerate(prepared):
+    for i in sorted(range(len(prepared)), key=lambda i: prepared[i]["length"]):
+        item = prepared[i]
         longest_if = max(longest, item["length"])
         if current and longest_if * (len(current) + 1) > budget:
             batches.append(current)

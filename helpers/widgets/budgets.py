@@ -24,8 +24,11 @@ FAST = {
     "temperature": 1.0,
     "search_topk": 3,
     "eval_questions": 1,
+    "sweep_budgets": [0, 1, 2],  # notebook 12's budgets b (the recorded GPU sweep has 0-10)
+    "sweep_questions": 1,
     "sft_questions": 2,
     "sft_epochs": 1,
+    "grpo_questions": 1,
     "grpo_steps": 1,
 }
 FULL = {
@@ -39,10 +42,14 @@ FULL = {
     "temperature": 1.0,
     "search_topk": 3,
     "eval_questions": 20,
+    # a budget sweep is policies x budgets x questions rollouts: sized to minutes on 2 CPU cores
+    "sweep_budgets": [0, 1, 3],
+    "sweep_questions": 6,
     # notebook 09's run from scratch shows the mechanics in minutes on a CPU; its run that learns
     # starts from the recorded SFT adapter (helpers.learnable.CPU_RUN), the real run is the GPU's
     "sft_questions": 4,
     "sft_epochs": 1,
+    "grpo_questions": 1,  # one question x group_size: the minutes go to the run that learns
     "grpo_steps": 1,
 }
 
