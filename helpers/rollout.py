@@ -733,7 +733,7 @@ class _LoopThread:
 
 
 def assign_group_advantages(trajectories: Sequence[Trajectory]) -> int:
-    """The seed's name: ``helpers.reward.assign_advantages`` on a flat list, grouped by question.
+    """Happy-LLM §8.3's name: ``helpers.reward.assign_advantages`` on a flat list, grouped by question.
 
     advantage = reward - mean reward of its question's group, exactly 0 when all rewards are
     equal; returns the number of such degenerate groups.

@@ -127,8 +127,9 @@ curve
 # and jump to 0.34 and 0.38 at $b = 1$. After that the curves are **flat**, and the search calls stay at
 # exactly 1.0 per question: these policies search once and answer, whatever the budget allows. The
 # value of search is all in the first call, and GRPO raised how well that one call is used (its query
-# and the answer read from the evidence), not how often the agent searches. The seed's curves keep
-# rising to $b \approx 7$ because its models search again when the evidence is not enough; notebook
+# and the answer read from the evidence), not how often the agent searches. The curves of
+# Perplexity's post keep rising to $b \approx 7$ because its models search again when the evidence
+# is not enough; notebook
 # 10 shows why GRPO on these rewards removed second searches here.
 #
 # ## Live: move the budget

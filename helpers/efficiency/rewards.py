@@ -287,8 +287,8 @@ class GatedReward:
 
     `use=False` keeps the plain exact-match reward and only logs the gated terms (the baseline run
     of a comparison, so both runs log the same metrics). `reference` (a `ReferenceLengths`) gives
-    the seed's reference lengths, sampled once per question by a frozen policy; without it each
-    group's own lengths are the reference.
+    the reference lengths of Perplexity's post, sampled once per question by a frozen policy;
+    without it each group's own lengths are the reference.
     """
 
     def __init__(self, config: EfficiencyConfig = EfficiencyConfig(), *, preference_fn: PreferenceFn | None = None,
