@@ -83,9 +83,7 @@ def fit_observation(tokenizer, result, max_tokens: int | None) -> str | None:
     Mirrors helpers.rollout.fit_tool_content (whole items under max_tool_response_tokens), so
     SFT demonstrations look like GRPO observations. None when not even one item fits.
     """
-    if tokenizer is None or max_tokens is None:
-        return format_results(result)
-    if not (result.ok and result.items):
+    if tokenizer is None or max_tokens is None or not (result.ok and result.items):
         return format_results(result)
     best = None
     for count in range(1, len(result.items) + 1):
@@ -142,15 +140,11 @@ _QUESTION_WORDS = frozenset("what who whom whose which when where why how do doe
                             "has have had can could will would should shall may might must".split())
 
 
-def _idf(index) -> tuple[dict[str, int], Any, int]:
-    scores = index.retriever.scores
-    return index.retriever.vocab_dict, scores["indptr"], int(scores["num_docs"])
-
-
 def rarest_words(question: str, index, k: int) -> str | None:
     """The question's `k` rarest words (highest BM25 idf on `index`) in its own order; None when it
     has no more than `k`. Question words and words the index lacks never count."""
-    vocab, indptr, documents = _idf(index)
+    scores = index.retriever.scores
+    vocab, indptr, documents = index.retriever.vocab_dict, scores["indptr"], int(scores["num_docs"])
 
     def idf(word: str) -> float:
         stems = analyze(word)
