@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import random
 import shutil
@@ -562,9 +563,7 @@ def train_step(
         **sampled.reward_metrics,
         "informative_groups": sum(not group.degenerate for group in sampled.kept),
         **update,
-        "search_requests": stats_after.get("requests", 0) - stats_before.get("requests", 0),
-        "search_errors": stats_after.get("errors", 0) - stats_before.get("errors", 0),
-        "search_timeouts": stats_after.get("timeouts", 0) - stats_before.get("timeouts", 0),
+        **{f"search_{key}": stats_after.get(key, 0) - stats_before.get(key, 0) for key in ("requests", "errors", "timeouts")},
         # Searches run concurrently, so this is summed latency, not wall time.
         "time_search_latency_sum": stats_after.get("total_latency", 0.0) - stats_before.get("total_latency", 0.0),
         "time_sync_weights": synced - started,
@@ -620,10 +619,7 @@ def _search_stats(search_client) -> dict[str, float]:
 def step_questions(session: "TrainingSession", step: int) -> list:
     """The questions of `step`: the split's order, with the synthetic share (if any) mixed in."""
     config = session.config
-
-    def order(examples, step, size, seed):
-        return batch_for_step(examples, step, size, seed, config.balance_sources)
-
+    order = functools.partial(batch_for_step, balance_sources=config.balance_sources)
     return batch_with_share(session.examples, session.synthetic, step, config.questions_per_batch,
                             config.seed, config.synthetic_share, order=order)
 
@@ -656,7 +652,6 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
     training_client = service.create_lora_training_client(
         base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
     )
-    start_step = 0
 
     def load(path: str, row: dict) -> None:
         if row.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
@@ -665,9 +660,8 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
             result(training_client.load_state(path))
 
     last = resume_checkpoint(run, load) if config.resume else None  # newest that loads
-    if last is not None:
-        start_step = int(last["step"])
-    elif config.init_from:
+    start_step = int(last["step"]) if last is not None else 0
+    if last is None and config.init_from:
         result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
     if start_step == 0 and not config.resume:
         for stale in (run.metrics, run.checkpoints):
