@@ -291,16 +291,13 @@ SEARCH_LEARNED_COLUMNS = [
 
 def format_search_learned(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
     """Markdown: one row per (run, data source) of `search_learned_table`; – where a group is empty."""
+    def cell(value) -> str:
+        return "–" if value is None else str(value) if isinstance(value, int) else f"{value:.3f}"
+
     header = ["run", "source"] + [title for _, title in SEARCH_LEARNED_COLUMNS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for label, groups in tables.items():
-        for source, values in groups.items():
-            cells = [str(label), str(source)]
-            for key, _ in SEARCH_LEARNED_COLUMNS:
-                value = values.get(key)
-                cells.append("–" if value is None else str(value) if isinstance(value, int) else f"{value:.3f}")
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    rows = [[label, source] + [cell(values.get(key)) for key, _ in SEARCH_LEARNED_COLUMNS]
+            for label, groups in tables.items() for source, values in groups.items()]
+    return str(Table(header, rows))
 
 
 def search_learned_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources: Sequence[str] | None = None):
