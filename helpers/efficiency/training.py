@@ -70,7 +70,6 @@ def train_with_reward(
     reward: str = "gated",
     *,
     efficiency: EfficiencyConfig = EfficiencyConfig(format_penalty=0.1),
-    measure_mismatch: bool = True,
     length_reference: str = "group",
     on_step: Callable[[dict], None] | None = None,
     progress: bool = True,
@@ -104,14 +103,14 @@ def train_with_reward(
     if length_reference == "initial":
         reference = ReferenceLengths(session.training_client.save_weights_and_get_sampling_client(),
                                      session.tokenizer, session.search_client, run_config.rollout_config)
-    observer = MismatchObserver() if measure_mismatch else None
+    observer = MismatchObserver()
     started = time.perf_counter()
     summary = train(run_config, on_step=on_step, session=session, progress=progress,
                     reward_fn=comparison_reward(reward, efficiency, reference),
-                    observers=[observer] if observer else [])
+                    observers=[observer])
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(work_dir / "metrics.jsonl", out / "metrics.jsonl")
-    if observer is not None and observer.history.log_ratios:
+    if observer.history.log_ratios:
         np.savez_compressed(out / "log_ratios.npz",
                             **{f"step{k}": v for k, v in observer.history.log_ratios.items()})
     result = {
