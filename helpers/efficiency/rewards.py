@@ -53,10 +53,6 @@ def effective_calls(calls: Sequence[int], failed: Sequence[int] | None = None) -
     return [max(0, int(c) - int(e)) for c, e in zip(calls, failed)]
 
 
-def _as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-
-
 def baseline_range(eff_calls: Sequence[int], winners: Sequence[bool]) -> tuple[int, int] | None:
     """(min, ceil(mean)) of the winners' effective calls, or None when the group has no winner."""
     won = [c for c, w in zip(eff_calls, winners) if w]
@@ -73,7 +69,8 @@ def sample_tool_baseline(
     if bounds is None:
         return None
     low, high = bounds
-    return int(_as_rng(rng).integers(low, high + 1))
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    return int(rng.integers(low, high + 1))
 
 
 def tool_penalties(
@@ -214,8 +211,7 @@ def score_group(
     pen_tool = tool_penalties(
         eff, winners, baseline, config.alpha_win, config.alpha_lose, config.beta_lose
     )
-    refs = list(lengths) if reference_lengths is None else list(reference_lengths)
-    refs = [max(float(r), 1.0) for r in refs]
+    refs = [max(float(r), 1.0) for r in (lengths if reference_lengths is None else reference_lengths)]
     pen_len = length_penalties(lengths, preferred, refs)
     rows = []
     for i in range(n):
