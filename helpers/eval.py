@@ -82,18 +82,14 @@ class EvalConfig:
         return self.mode if self.model_path is None else f"{self.mode}:{Path(self.model_path).name}"
 
 
-def lenient_match(text: str, answers: Sequence[str]) -> bool:
-    """A gold answer appears (normalised, on word boundaries) anywhere in the final text."""
-    return contains_answer(text or "", answers)
-
-
 def _row(example, mode: str, label: str, text: str, scored, **counts: Any) -> dict[str, Any]:
     """One question's row; `scored` has the reward's fields (a Trajectory or a RewardResult)."""
     return {"id": example.id, "question": example.question, "answers": list(example.answers),
             "data_source": example.data_source, "mode": mode, "label": label, "final_text": text,
             "answer": getattr(scored, "answer", None), "reward": scored.reward,
             "valid_format": bool(scored.valid_format), "exact_match": bool(scored.exact_match),
-            "lenient_match": lenient_match(text, example.answers), **counts}
+            # lenient: a gold answer anywhere in the final text (normalised, on word boundaries)
+            "lenient_match": contains_answer(text, example.answers), **counts}
 
 
 def trajectory_row(trajectory, mode: str, label: str) -> dict[str, Any]:
