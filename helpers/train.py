@@ -563,7 +563,8 @@ def train_step(
         **sampled.reward_metrics,
         "informative_groups": sum(not group.degenerate for group in sampled.kept),
         **update,
-        **{f"search_{key}": stats_after.get(key, 0) - stats_before.get(key, 0) for key in ("requests", "errors", "timeouts")},
+        **{f"search_{key}": stats_after.get(key, 0) - stats_before.get(key, 0)
+           for key in ("requests", "errors", "timeouts")},
         # Searches run concurrently, so this is summed latency, not wall time.
         "time_search_latency_sum": stats_after.get("total_latency", 0.0) - stats_before.get("total_latency", 0.0),
         "time_sync_weights": synced - started,
