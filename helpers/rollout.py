@@ -616,7 +616,6 @@ def finish_search(pending: PendingSearch, result: SearchResult, tokenizer: Any, 
         pending.completion_tokens, pending.call_id, result, config,
     )
     if fitted is None:
-        record.items_kept = 0
         _finish(trajectory, pending.assistant_text, "observation_budget")
         return True
     record.fitted = True
@@ -843,9 +842,10 @@ def rollout_groups(
                 branch = copy.deepcopy(root)
                 branch.group_index = g
                 trajectories.append(branch)
-                if response is not None and (found := consume_assistant(
-                        branch, request.prompt_tokens, response.sequences[g], tokenizer, config)) is not None:
-                    pending.append(found)
+                if response is not None:
+                    found = consume_assistant(branch, request.prompt_tokens, response.sequences[g], tokenizer, config)
+                    if found is not None:
+                        pending.append(found)
         run_searches(pending, 0)
         overall.update(sum(t.done for t in trajectories))
 
