@@ -17,6 +17,8 @@ import numpy as np
 from helpers.reward import GroupRewards, group_advantages, outcome_reward, register_reward
 
 PreferenceFn = Callable[[Any], float]
+# the weights of R, each >= 0 (and a flag of `python -m helpers.efficiency compare`)
+WEIGHTS = ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty")
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class EfficiencyConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty"):
+        for name in WEIGHTS:
             if getattr(self, name) < 0:
                 raise ValueError(f"EfficiencyConfig.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.preferred_threshold <= 1.0:
