@@ -41,6 +41,7 @@ from helpers.engine import connect
 from helpers.evidence import find_answer_in, gold_passage_ids
 from helpers.protocol import build_messages, render_tokens, tool_message
 from helpers.reward import normalize_answer
+from helpers.rollout import RolloutConfig
 from helpers.runs import (RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint,
                           write_jsonl)
 from helpers.runs import result as _result
@@ -425,7 +426,7 @@ class SFTConfig:
     grad_clip_norm: float = 1.0
     lora_rank: int = 16
     train_unembed: bool = False
-    max_tool_response_tokens: int = 768
+    max_tool_response_tokens: int = RolloutConfig.max_tool_response_tokens  # observations as GRPO shows them
     micro_batch_datums: int = 16
     micro_batch_tokens: int = 16384
     seed: int = 0
@@ -455,7 +456,8 @@ class SFTResult:
     losses: list[float] = field(default_factory=list)
 
 
-def build_demonstrations(examples, search_client, tokenizer, max_tool_response_tokens=768, progress=True,
+def build_demonstrations(examples, search_client, tokenizer,
+                         max_tool_response_tokens=RolloutConfig.max_tool_response_tokens, progress=True,
                          hints: dict[str, list[str]] | None = None, second_query: str = "reachable",
                          decompose: float = 0.0, rewrite: str = "never", seed: int = 0):
     kept, skipped = [], 0
