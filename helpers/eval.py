@@ -93,17 +93,16 @@ def _row(example, mode: str, label: str, text: str, scored, **counts: Any) -> di
 
 
 def trajectory_row(trajectory, mode: str, label: str) -> dict[str, Any]:
-    turns = trajectory.turns
     return _row(
         trajectory.example, mode, label, trajectory.final_text, trajectory,
         search_calls=trajectory.search_calls,
-        queries=[s.query for s in getattr(trajectory, "searches", [])],
-        failed_searches=getattr(trajectory, "failed_searches", 0),
-        truncated_observations=getattr(trajectory, "truncated_observations", 0),
-        assistant_turns=len(turns),
-        sampled_tokens=sum(len(t.completion_tokens) for t in turns),
-        trajectory_tokens=(len(turns[-1].prompt_tokens) + len(turns[-1].completion_tokens)) if turns else 0,
-        end_reason=getattr(trajectory, "end_reason", ""),
+        queries=[s.query for s in trajectory.searches],
+        failed_searches=trajectory.failed_searches,
+        truncated_observations=trajectory.truncated_observations,
+        assistant_turns=len(trajectory.turns),
+        sampled_tokens=trajectory.sampled_tokens,
+        trajectory_tokens=trajectory.total_tokens,
+        end_reason=trajectory.end_reason,
         **evidence_fields(trajectory),  # for scoring retrieval afterwards; the rollout never sees them
     )
 

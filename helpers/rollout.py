@@ -134,6 +134,11 @@ class Trajectory:
     def observation_tokens(self) -> int:
         return sum(s.observation_tokens for s in self.searches if s.fitted)
 
+    @property
+    def total_tokens(self) -> int:
+        """The whole conversation: the last turn's prompt and what it sampled (0 before any turn)."""
+        return len(self.turns[-1].prompt_tokens) + len(self.turns[-1].completion_tokens) if self.turns else 0
+
 
 @dataclass
 class Group:

@@ -210,13 +210,6 @@ def _pairs(datums, outputs):
         position += size
 
 
-def _trajectory_length(trajectory) -> int:
-    if not trajectory.turns:
-        return 0
-    last = trajectory.turns[-1]
-    return len(last.prompt_tokens) + len(last.completion_tokens)
-
-
 def degenerate_groups(trajectories: Sequence) -> tuple[int, int]:
     """(groups whose advantages are all zero, groups) — a degenerate group teaches nothing."""
     groups = groups_of(trajectories)
@@ -234,8 +227,8 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
         return int(sum(getattr(t, name, 0) or 0 for t in trajectories))
 
     bad, groups = degenerate_groups(trajectories)
-    lengths = [_trajectory_length(t) for t in trajectories]
-    assistant = [sum(len(turn.completion_tokens) for turn in t.turns) for t in trajectories]
+    lengths = [t.total_tokens for t in trajectories]
+    assistant = [t.sampled_tokens for t in trajectories]
     return {
         "trajectories": len(trajectories),
         "reward_mean": float(np.mean([t.reward for t in trajectories])) if trajectories else 0.0,

@@ -252,7 +252,7 @@ def failed_calls_of(trajectory: Any) -> int:
 
 def generated_length(trajectory: Any) -> int:
     """Tokens the policy generated (assistant turns only; observations are not its output)."""
-    return sum(len(turn.completion_tokens) for turn in trajectory.turns)
+    return trajectory.sampled_tokens
 
 
 def group_numbers(group: Sequence[Any]) -> dict[str, list]:
