@@ -20,7 +20,7 @@ import numpy as np
 
 from helpers.efficiency.rewards import EfficiencyConfig, GatedReward, generated_length
 from helpers.mismatch import MismatchObserver
-from helpers.rollout import rollout_batch
+from helpers.rollout import rollout_groups
 from helpers.runs import RunDir, read_jsonl, write_json
 from helpers.train import open_session, train
 
@@ -49,10 +49,10 @@ class ReferenceLengths:
         """Reference lengths per position in `batch`; questions not seen before are sampled at once."""
         missing = list({ex.id: ex for ex in batch if ex.id not in self.cache}.values())
         if missing:
-            done = rollout_batch(self.sampling_client, self.tokenizer, self.search_client, missing,
-                                 rollout_config, progress=False)
-            for qi, ex in enumerate(missing):
-                self.cache[ex.id] = [max(generated_length(t), 1) for t in done if t.question_index == qi]
+            groups = rollout_groups(self.sampling_client, self.tokenizer, self.search_client, missing,
+                                    rollout_config, progress=False)
+            for ex, group in zip(missing, groups, strict=True):
+                self.cache[ex.id] = [max(generated_length(t), 1) for t in group]
         return {qi: self.cache[ex.id] for qi, ex in enumerate(batch)}
 
     def for_groups(self, groups: Sequence[Any]) -> dict[str, list[int]]:
