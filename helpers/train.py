@@ -22,6 +22,7 @@ import random
 import shutil
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -463,9 +464,9 @@ def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, co
     questions = list(batch)
     drawn: list[Group] = []
     kept: list[Group] = []
-    sums: dict[str, float] = {}
+    sums: Counter[str] = Counter()  # each reward component summed over trajectories
     sampling = searching = 0.0
-    end_reasons: dict[str, int] = {}
+    end_reasons: Counter[str] = Counter()
     rounds = 0
     while questions:
         base = config.rollout_config(step)
@@ -478,14 +479,12 @@ def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, co
                 trajectory.question_index = group.index
         means = score(groups, reward_fn)
         count = sum(len(group) for group in groups)
-        for name, mean in means.items():
-            sums[name] = sums.get(name, 0.0) + mean * count
+        sums.update({name: mean * count for name, mean in means.items()})
         assign_advantages(groups)
         stats = groups.stats
         sampling += stats.sampling_seconds
         searching += stats.search_seconds
-        for reason, number in stats.end_reasons.items():
-            end_reasons[reason] = end_reasons.get(reason, 0) + number
+        end_reasons.update(stats.end_reasons)
         drawn.extend(groups)
         rounds += 1
         if not config.dynamic_sampling:
