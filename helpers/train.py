@@ -579,8 +579,7 @@ def train_step(
             "dynamic/kept_groups": len(sampled.kept),
             "dynamic/filtered_group_share": sum(g.degenerate for g in sampled.drawn) / drawn_groups if drawn_groups else 0.0,
         })
-    for reason, count in sampled.end_reasons.items():
-        metrics[f"end/{reason}"] = count
+    metrics.update({f"end/{reason}": count for reason, count in sampled.end_reasons.items()})
     metrics["wall_time"] = time.time()
     for observer in observers:
         notify(observer, metrics, config)
