@@ -50,10 +50,7 @@ def write_report(folder: str | Path) -> Path:
                   "| metric | " + " | ".join(f"{n} ({len(runs[n])} steps)" for n in names) + " |",
                   "|---|" + "---|" * len(names)]
         for key in COMPARED:
-            cells = []
-            for name in names:
-                a, b = first_last_quarter(runs[name], key)
-                cells.append(f"{a:.4g} -> {b:.4g}")
+            cells = ["{:.4g} -> {:.4g}".format(*first_last_quarter(runs[name], key)) for name in names]
             lines.append(f"| {key} | " + " | ".join(cells) + " |")
         lines += ["", "![reward comparison](reward_comparison.png)", ""]
         mismatch_run = next((n for n in ("gated", *names) if n in runs and
