@@ -203,11 +203,11 @@ def trajectory_evidence(trajectory: Any, gold_ids: Sequence[str] | None = None) 
 
 def evidence_fields(trajectory: Any) -> dict[str, Any]:
     """What an evaluation row stores so that retrieval can be scored later (aligned with `queries`)."""
-    answers = trajectory.example.answers
+    report = trajectory_evidence(trajectory)
     return {
-        "evidence_ids": [_read_ids(r) for r in trajectory.searches],
-        "evidence_hits": [bool(r.fitted and contains_answer(r.content, answers)) for r in trajectory.searches],
-        "gold_passage_ids": gold_passage_ids(trajectory.example),
+        "evidence_ids": [search.passage_ids for search in report.searches],
+        "evidence_hits": [search.answer_hit for search in report.searches],
+        "gold_passage_ids": report.gold_ids,
     }
 
 
