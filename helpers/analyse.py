@@ -152,7 +152,7 @@ def second_search_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
         once = [r for r in group if int(r.get("search_calls", 0)) < 2]
         table[name] = {
             "n": len(group),
-            "searched_again": _mean([float(int(r.get("search_calls", 0)) >= 2) for r in group]),
+            "searched_again": len(again) / len(group) if group else 0.0,
             "em_strict": _mean([float(bool(r.get("exact_match"))) for r in group]),
             "em_strict_if_again": _mean([float(bool(r.get("exact_match"))) for r in again], None),
             # the other side of the bet: what a second search cost where the agent stopped at one
