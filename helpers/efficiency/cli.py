@@ -14,6 +14,7 @@ from helpers.data import load_examples
 from helpers.efficiency.budget import BUDGETS
 from helpers.efficiency.report import write_report
 from helpers.efficiency.rewards import WEIGHTS, EfficiencyConfig
+from helpers.efficiency.training import COMPARISON
 from helpers.engine import connect
 from helpers.rollout import RolloutConfig
 from helpers.runs import add_config_arguments, config_from_args, write_json
@@ -48,8 +49,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
     compare.add_argument("--rewards", default="exact_match,gated")
     compare.add_argument("--length-reference", default="group", choices=("group", "initial"))
     for f in WEIGHTS:
-        compare.add_argument("--" + f.replace("_", "-"), dest=f, type=float,
-                             default=getattr(EfficiencyConfig(format_penalty=0.1), f))
+        compare.add_argument("--" + f.replace("_", "-"), dest=f, type=float, default=getattr(COMPARISON, f))
     budget = sub.add_parser("budget", help="budget-forced evaluation, b = 0 .. 10")
     budget.add_argument("--model", default=None)
     budget.add_argument("--policy", action="append", default=[],

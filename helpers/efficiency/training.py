@@ -25,6 +25,7 @@ from helpers.runs import RunDir, read_jsonl, write_json
 from helpers.train import open_session, train
 
 REWARDS = ("exact_match", "gated")
+COMPARISON = EfficiencyConfig(format_penalty=0.1)  # with the plain run's format penalty: only efficiency differs
 
 
 def comparison_reward(reward: str, efficiency: EfficiencyConfig, reference: Any = None) -> GatedReward:
@@ -69,7 +70,7 @@ def train_with_reward(
     config: Any,
     reward: str = "gated",
     *,
-    efficiency: EfficiencyConfig = EfficiencyConfig(format_penalty=0.1),
+    efficiency: EfficiencyConfig = COMPARISON,
     length_reference: str = "group",
     on_step: Callable[[dict], None] | None = None,
     progress: bool = True,
