@@ -272,7 +272,8 @@ def teacher_trajectory(
 
     messages = build_messages(example.question)
     question = example.question.strip()
-    first = rewritten_first_query(example, search_client, gold, rewrite) or question  # None: "never" or no gain
+    first = rewritten_first_query(example, search_client, gold, rewrite) if rewrite != "never" else None
+    first = first or question
     result = search_client.search(first)
     observation = fit_observation(tokenizer, result, max_tool_response_tokens)
     if observation is None:
