@@ -9,6 +9,7 @@ Two exact-match numbers are always reported:
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 from html import escape
 from pathlib import Path
@@ -38,19 +39,17 @@ COLUMNS = [
 ]
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+def _mean(values: Iterable[float], empty: float | None = 0.0) -> float | None:
+    """The mean, or `empty` when there are no values."""
+    values = list(values)
+    return sum(values) / len(values) if values else empty
 
 
 def first_last_quarter(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[float, float]:
     """Mean of `key` over the first and over the last quarter of a run's steps (nan where absent)."""
     n = max(1, len(rows) // 4)
-
-    def mean(part):
-        values = [r[key] for r in part if key in r]
-        return sum(values) / len(values) if values else float("nan")
-
-    return mean(rows[:n]), mean(rows[-n:])
+    first, last = ([r[key] for r in part if key in r] for part in (rows[:n], rows[-n:]))
+    return _mean(first, float("nan")), _mean(last, float("nan"))
 
 
 def summary_of(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -153,11 +152,11 @@ def second_search_table(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
         once = [r for r in group if int(r.get("search_calls", 0)) < 2]
         table[name] = {
             "n": len(group),
-            "searched_again": _mean([float(int(r.get("search_calls", 0)) >= 2) for r in group]),
+            "searched_again": len(again) / len(group) if group else 0.0,
             "em_strict": _mean([float(bool(r.get("exact_match"))) for r in group]),
-            "em_strict_if_again": _mean([float(bool(r.get("exact_match"))) for r in again]) if again else None,
+            "em_strict_if_again": _mean([float(bool(r.get("exact_match"))) for r in again], None),
             # the other side of the bet: what a second search cost where the agent stopped at one
-            "em_strict_if_once": _mean([float(bool(r.get("exact_match"))) for r in once]) if once else None,
+            "em_strict_if_once": _mean([float(bool(r.get("exact_match"))) for r in once], None),
         }
     return table
 
@@ -249,10 +248,7 @@ def search_learned_table(rows: Sequence[Mapping[str, Any]], search=None) -> dict
 
 
 def _search_learned(items: Sequence[tuple]) -> dict[str, Any]:
-    def mean(values) -> float | None:
-        values = list(values)
-        return sum(values) / len(values) if values else None
-
+    mean = functools.partial(_mean, empty=None)
     recall = [(r, q) for _, r, _, q in items if not r.yes_no]
     gold = [(r, q) for _, r, q, _ in items if r.gold_ids]
     searched = [(row, r, q) for row, r, _, q in items if r.searches]
@@ -291,16 +287,13 @@ SEARCH_LEARNED_COLUMNS = [
 
 def format_search_learned(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
     """Markdown: one row per (run, data source) of `search_learned_table`; – where a group is empty."""
+    def cell(value) -> str:
+        return "–" if value is None else str(value) if isinstance(value, int) else f"{value:.3f}"
+
     header = ["run", "source"] + [title for _, title in SEARCH_LEARNED_COLUMNS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for label, groups in tables.items():
-        for source, values in groups.items():
-            cells = [str(label), str(source)]
-            for key, _ in SEARCH_LEARNED_COLUMNS:
-                value = values.get(key)
-                cells.append("–" if value is None else str(value) if isinstance(value, int) else f"{value:.3f}")
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    rows = [[label, source] + [cell(values.get(key)) for key, _ in SEARCH_LEARNED_COLUMNS]
+            for label, groups in tables.items() for source, values in groups.items()]
+    return str(Table(header, rows))
 
 
 def search_learned_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources: Sequence[str] | None = None):

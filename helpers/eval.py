@@ -82,32 +82,27 @@ class EvalConfig:
         return self.mode if self.model_path is None else f"{self.mode}:{Path(self.model_path).name}"
 
 
-def lenient_match(text: str, answers: Sequence[str]) -> bool:
-    """A gold answer appears (normalised, on word boundaries) anywhere in the final text."""
-    return contains_answer(text or "", answers)
-
-
 def _row(example, mode: str, label: str, text: str, scored, **counts: Any) -> dict[str, Any]:
     """One question's row; `scored` has the reward's fields (a Trajectory or a RewardResult)."""
     return {"id": example.id, "question": example.question, "answers": list(example.answers),
             "data_source": example.data_source, "mode": mode, "label": label, "final_text": text,
             "answer": getattr(scored, "answer", None), "reward": scored.reward,
             "valid_format": bool(scored.valid_format), "exact_match": bool(scored.exact_match),
-            "lenient_match": lenient_match(text, example.answers), **counts}
+            # lenient: a gold answer anywhere in the final text (normalised, on word boundaries)
+            "lenient_match": contains_answer(text, example.answers), **counts}
 
 
 def trajectory_row(trajectory, mode: str, label: str) -> dict[str, Any]:
-    turns = trajectory.turns
     return _row(
         trajectory.example, mode, label, trajectory.final_text, trajectory,
         search_calls=trajectory.search_calls,
-        queries=[s.query for s in getattr(trajectory, "searches", [])],
-        failed_searches=getattr(trajectory, "failed_searches", 0),
-        truncated_observations=getattr(trajectory, "truncated_observations", 0),
-        assistant_turns=len(turns),
-        sampled_tokens=sum(len(t.completion_tokens) for t in turns),
-        trajectory_tokens=(len(turns[-1].prompt_tokens) + len(turns[-1].completion_tokens)) if turns else 0,
-        end_reason=getattr(trajectory, "end_reason", ""),
+        queries=[s.query for s in trajectory.searches],
+        failed_searches=trajectory.failed_searches,
+        truncated_observations=trajectory.truncated_observations,
+        assistant_turns=len(trajectory.turns),
+        sampled_tokens=trajectory.sampled_tokens,
+        trajectory_tokens=trajectory.total_tokens,
+        end_reason=trajectory.end_reason,
         **evidence_fields(trajectory),  # for scoring retrieval afterwards; the rollout never sees them
     )
 

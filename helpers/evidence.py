@@ -58,11 +58,6 @@ def find_answer_in(evidence: str, answers: Sequence[str]) -> str | None:
     return None
 
 
-def answer_in_evidence(texts: Sequence[str], answers: Sequence[str]) -> bool:
-    """A gold answer occurs in the texts on word boundaries, both normalised as the reward does."""
-    return contains_answer(" ".join(texts), answers)
-
-
 def is_yes_no(answers: Sequence[str]) -> bool:
     """A comparison question: "yes"/"no" is never written in the evidence as the answer is."""
     return bool(answers) and all(normalize_answer(a) in YES_NO for a in answers)
@@ -201,18 +196,18 @@ def trajectory_evidence(trajectory: Any, gold_ids: Sequence[str] | None = None) 
     """Retrieval of a rollout trajectory, from its search records (what the model read)."""
     example = trajectory.example
     gold = gold_passage_ids(example) if gold_ids is None else list(gold_ids)
-    searches = [(record.query, _read_ids(record), record.fitted and answer_in_evidence([record.content], example.answers))
+    searches = [(record.query, _read_ids(record), record.fitted and contains_answer(record.content, example.answers))
                 for record in trajectory.searches]
     return build_report(example.question, example.answers, gold, searches)
 
 
 def evidence_fields(trajectory: Any) -> dict[str, Any]:
     """What an evaluation row stores so that retrieval can be scored later (aligned with `queries`)."""
-    answers = trajectory.example.answers
+    report = trajectory_evidence(trajectory)
     return {
-        "evidence_ids": [_read_ids(r) for r in trajectory.searches],
-        "evidence_hits": [bool(r.fitted and answer_in_evidence([r.content], answers)) for r in trajectory.searches],
-        "gold_passage_ids": gold_passage_ids(trajectory.example),
+        "evidence_ids": [search.passage_ids for search in report.searches],
+        "evidence_hits": [search.answer_hit for search in report.searches],
+        "gold_passage_ids": report.gold_ids,
     }
 
 
@@ -225,7 +220,7 @@ def search_evidence(query: str, answers: Sequence[str], search: Any) -> tuple[li
     result = search.search(query)
     items = result.items if result.ok else []
     ids = [item.passage_id for item in items if getattr(item, "passage_id", None)]
-    return (ids if len(ids) == len(items) else None), answer_in_evidence([format_results(result)], answers)
+    return (ids if len(ids) == len(items) else None), contains_answer(format_results(result), answers)
 
 
 def row_evidence(row: Mapping[str, Any], search: Any = None) -> EvidenceReport:

@@ -350,9 +350,8 @@ def stage_report(plan: Plan) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     sft_dir, grpo_dir = Path(plan.sft.out), Path(plan.grpo.out)
     # Same layout as the run folders, so notebooks find <x>/metrics.jsonl (sft/ and grpo/) and eval/*.jsonl.
-    for folder, names in (("sft", ("metrics.jsonl", "result.json", "config.json")),
-                          ("grpo", ("metrics.jsonl", "summary.json", "config.json"))):
-        source_dir = sft_dir if folder == "sft" else grpo_dir
+    for folder, source_dir, names in (("sft", sft_dir, ("metrics.jsonl", "result.json", "config.json")),
+                                      ("grpo", grpo_dir, ("metrics.jsonl", "summary.json", "config.json"))):
         for name in names:
             if (source_dir / name).exists():
                 (out / folder).mkdir(parents=True, exist_ok=True)

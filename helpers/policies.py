@@ -14,7 +14,6 @@ with a sentence saying what to pick instead.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,6 @@ class Policy:
     sampler: Any
     tokenizer: Any
     path: str | None  # the adapter directory or checkpoint path; None for the base model
-    load_seconds: float
 
     @property
     def label(self) -> str:
@@ -139,7 +137,6 @@ def load_policy(policy: str | None = None, *, model: str | None = None, service:
     key = (model, name)
     if key in _LOADED:
         return _LOADED[key]
-    started = time.perf_counter()
     if name in RECORDED_ADAPTERS:
         reason = unavailable_reason(name, model)
         if reason is not None:
@@ -167,6 +164,6 @@ def load_policy(policy: str | None = None, *, model: str | None = None, service:
         sampler = service.create_sampling_client(base_model=model, model_path=path)
     except (PyTrioError, FileNotFoundError) as error:  # the engine's tokenizer and layout checks
         raise PolicyNotAvailable(f"cannot load {POLICY_LABELS.get(name, name)}: {error}") from error
-    loaded = Policy(name, model, sampler, sampler.get_tokenizer(), path, time.perf_counter() - started)
+    loaded = Policy(name, model, sampler, sampler.get_tokenizer(), path)
     _LOADED[key] = loaded
     return loaded

@@ -259,14 +259,8 @@ def parse_assistant(text: str, family: Family | None = None) -> ParsedAssistant:
     body = text[start + len(OPEN_TAG): end - len(CLOSE_TAG)]
     if CLOSE_TAG in before or OPEN_TAG in body:
         return ParsedAssistant("invalid", stripped, error="broken or nested <tool_call>")
-    if family == "json":
-        query, error = _query_from_json(body)
-    elif family == "xml":
-        query, error = _query_from_xml(body)
-    elif body.lstrip().startswith("<function="):
-        query, error = _query_from_xml(body)
-    else:
-        query, error = _query_from_json(body)
+    xml = family == "xml" or (family != "json" and body.lstrip().startswith("<function="))
+    query, error = (_query_from_xml if xml else _query_from_json)(body)
     if query is None:
         return ParsedAssistant("invalid", stripped, error=error)
     if not valid_unicode(query):

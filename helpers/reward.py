@@ -125,11 +125,7 @@ def reward_names() -> list[str]:
 
 def _import_reward_modules() -> None:
     for module in REWARD_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:  # a module listed before it exists in this checkout
-            if exc.name != module:
-                raise
+        importlib.import_module(module)
 
 
 def make_reward(name: str, **options: Any) -> RewardFn:

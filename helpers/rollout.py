@@ -134,6 +134,11 @@ class Trajectory:
     def observation_tokens(self) -> int:
         return sum(s.observation_tokens for s in self.searches if s.fitted)
 
+    @property
+    def total_tokens(self) -> int:
+        """The whole conversation: the last turn's prompt and what it sampled (0 before any turn)."""
+        return len(self.turns[-1].prompt_tokens) + len(self.turns[-1].completion_tokens) if self.turns else 0
+
 
 @dataclass
 class Group:
@@ -616,7 +621,6 @@ def finish_search(pending: PendingSearch, result: SearchResult, tokenizer: Any, 
         pending.completion_tokens, pending.call_id, result, config,
     )
     if fitted is None:
-        record.items_kept = 0
         _finish(trajectory, pending.assistant_text, "observation_budget")
         return True
     record.fitted = True
@@ -674,15 +678,6 @@ def make_request(
     return SampleRequest(index, list(prompt), num_samples, seed, max_tokens)
 
 
-def _sampling_params(request: SampleRequest, config: RolloutConfig, stops: list[str]):
-    import pytrio as trio
-
-    return trio.SamplingParams(
-        max_tokens=request.max_tokens, seed=request.seed, stop=stops,
-        temperature=config.temperature, top_p=config.top_p,
-    )
-
-
 async def sample_requests_async(
     sampling_client: Any, requests: list[SampleRequest], config: RolloutConfig, tokenizer: Any, on_done=None
 ) -> list[Any]:
@@ -692,7 +687,8 @@ async def sample_requests_async(
     stops = stop_sequences(tokenizer)
 
     async def one(request: SampleRequest):
-        params = _sampling_params(request, config, stops)
+        params = trio.SamplingParams(max_tokens=request.max_tokens, seed=request.seed, stop=stops,
+                                     temperature=config.temperature, top_p=config.top_p)
         prompt = trio.ModelInput.from_ints(request.prompt_tokens)
         if hasattr(sampling_client, "sample_async"):
             response = await sampling_client.sample_async(
@@ -840,39 +836,32 @@ def rollout_groups(
         pending: list[PendingSearch] = []
         by_root = {r.trajectory_index: (r, resp) for r, resp in zip(requests, responses, strict=True)}
         for qi, root in enumerate(roots):
-            if qi not in by_root:  # the question alone overflows the context: a group of empty branches
-                for g in range(config.group_size):
-                    branch = copy.deepcopy(root)
-                    branch.group_index = g
-                    trajectories.append(branch)
-                continue
-            request, response = by_root[qi]
-            if len(response.sequences) != config.group_size:
+            # not in by_root: the question alone overflows the context, a group of empty branches
+            request, response = by_root.get(qi, (None, None))
+            if response is not None and len(response.sequences) != config.group_size:
                 raise ValueError(
                     f"the first turn asked for {config.group_size} samples and got "
                     f"{len(response.sequences)}; the sampler must honour num_samples"
                 )
-            for g, sequence in enumerate(response.sequences):
+            for g in range(config.group_size):
                 branch = copy.deepcopy(root)
                 branch.group_index = g
-                found = consume_assistant(branch, request.prompt_tokens, sequence, tokenizer, config)
                 trajectories.append(branch)
-                if found is not None:
-                    pending.append(found)
+                if response is not None:
+                    found = consume_assistant(branch, request.prompt_tokens, response.sequences[g], tokenizer, config)
+                    if found is not None:
+                        pending.append(found)
         run_searches(pending, 0)
         overall.update(sum(t.done for t in trajectories))
 
         turn = 1
         while any(not t.done for t in trajectories):
             before = sum(t.done for t in trajectories)
-            requests = []
-            for index, trajectory in enumerate(trajectories):
-                if trajectory.done:
-                    continue
-                seed = config.seed + index + len(trajectory.turns) * 10_000
-                request = make_request(tokenizer, trajectory, index, 1, seed, config)
-                if request is not None:
-                    requests.append(request)
+            requests = [
+                r for index, trajectory in enumerate(trajectories) if not trajectory.done
+                and (r := make_request(tokenizer, trajectory, index, 1,
+                                       config.seed + index + len(trajectory.turns) * 10_000, config))
+            ]
             responses = run_turn(runner, requests, turn) if requests else []
             pending = []
             for request, response in zip(requests, responses, strict=True):

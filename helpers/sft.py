@@ -41,6 +41,7 @@ from helpers.engine import connect
 from helpers.evidence import find_answer_in, gold_passage_ids
 from helpers.protocol import build_messages, render_tokens, tool_message
 from helpers.reward import normalize_answer
+from helpers.rollout import RolloutConfig
 from helpers.runs import (RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint,
                           write_jsonl)
 from helpers.runs import result as _result
@@ -83,9 +84,7 @@ def fit_observation(tokenizer, result, max_tokens: int | None) -> str | None:
     Mirrors helpers.rollout.fit_tool_content (whole items under max_tool_response_tokens), so
     SFT demonstrations look like GRPO observations. None when not even one item fits.
     """
-    if tokenizer is None or max_tokens is None:
-        return format_results(result)
-    if not (result.ok and result.items):
+    if tokenizer is None or max_tokens is None or not (result.ok and result.items):
         return format_results(result)
     best = None
     for count in range(1, len(result.items) + 1):
@@ -142,15 +141,11 @@ _QUESTION_WORDS = frozenset("what who whom whose which when where why how do doe
                             "has have had can could will would should shall may might must".split())
 
 
-def _idf(index) -> tuple[dict[str, int], Any, int]:
-    scores = index.retriever.scores
-    return index.retriever.vocab_dict, scores["indptr"], int(scores["num_docs"])
-
-
 def rarest_words(question: str, index, k: int) -> str | None:
     """The question's `k` rarest words (highest BM25 idf on `index`) in its own order; None when it
     has no more than `k`. Question words and words the index lacks never count."""
-    vocab, indptr, documents = _idf(index)
+    scores = index.retriever.scores
+    vocab, indptr, documents = index.retriever.vocab_dict, scores["indptr"], int(scores["num_docs"])
 
     def idf(word: str) -> float:
         stems = analyze(word)
@@ -431,7 +426,7 @@ class SFTConfig:
     grad_clip_norm: float = 1.0
     lora_rank: int = 16
     train_unembed: bool = False
-    max_tool_response_tokens: int = 768
+    max_tool_response_tokens: int = RolloutConfig.max_tool_response_tokens  # observations as GRPO shows them
     micro_batch_datums: int = 16
     micro_batch_tokens: int = 16384
     seed: int = 0
@@ -461,7 +456,8 @@ class SFTResult:
     losses: list[float] = field(default_factory=list)
 
 
-def build_demonstrations(examples, search_client, tokenizer, max_tool_response_tokens=768, progress=True,
+def build_demonstrations(examples, search_client, tokenizer,
+                         max_tool_response_tokens=RolloutConfig.max_tool_response_tokens, progress=True,
                          hints: dict[str, list[str]] | None = None, second_query: str = "reachable",
                          decompose: float = 0.0, rewrite: str = "never", seed: int = 0):
     kept, skipped = [], 0

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import random
 import shutil
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -209,13 +211,6 @@ def _pairs(datums, outputs):
         position += size
 
 
-def _trajectory_length(trajectory) -> int:
-    if not trajectory.turns:
-        return 0
-    last = trajectory.turns[-1]
-    return len(last.prompt_tokens) + len(last.completion_tokens)
-
-
 def degenerate_groups(trajectories: Sequence) -> tuple[int, int]:
     """(groups whose advantages are all zero, groups) — a degenerate group teaches nothing."""
     groups = groups_of(trajectories)
@@ -233,8 +228,8 @@ def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
         return int(sum(getattr(t, name, 0) or 0 for t in trajectories))
 
     bad, groups = degenerate_groups(trajectories)
-    lengths = [_trajectory_length(t) for t in trajectories]
-    assistant = [sum(len(turn.completion_tokens) for turn in t.turns) for t in trajectories]
+    lengths = [t.total_tokens for t in trajectories]
+    assistant = [t.sampled_tokens for t in trajectories]
     return {
         "trajectories": len(trajectories),
         "reward_mean": float(np.mean([t.reward for t in trajectories])) if trajectories else 0.0,
@@ -469,9 +464,9 @@ def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, co
     questions = list(batch)
     drawn: list[Group] = []
     kept: list[Group] = []
-    sums: dict[str, float] = {}
+    sums: Counter[str] = Counter()  # each reward component summed over trajectories
     sampling = searching = 0.0
-    end_reasons: dict[str, int] = {}
+    end_reasons: Counter[str] = Counter()
     rounds = 0
     while questions:
         base = config.rollout_config(step)
@@ -484,14 +479,12 @@ def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, co
                 trajectory.question_index = group.index
         means = score(groups, reward_fn)
         count = sum(len(group) for group in groups)
-        for name, mean in means.items():
-            sums[name] = sums.get(name, 0.0) + mean * count
+        sums.update({name: mean * count for name, mean in means.items()})
         assign_advantages(groups)
         stats = groups.stats
         sampling += stats.sampling_seconds
         searching += stats.search_seconds
-        for reason, number in stats.end_reasons.items():
-            end_reasons[reason] = end_reasons.get(reason, 0) + number
+        end_reasons.update(stats.end_reasons)
         drawn.extend(groups)
         rounds += 1
         if not config.dynamic_sampling:
@@ -562,9 +555,8 @@ def train_step(
         **sampled.reward_metrics,
         "informative_groups": sum(not group.degenerate for group in sampled.kept),
         **update,
-        "search_requests": stats_after.get("requests", 0) - stats_before.get("requests", 0),
-        "search_errors": stats_after.get("errors", 0) - stats_before.get("errors", 0),
-        "search_timeouts": stats_after.get("timeouts", 0) - stats_before.get("timeouts", 0),
+        **{f"search_{key}": stats_after.get(key, 0) - stats_before.get(key, 0)
+           for key in ("requests", "errors", "timeouts")},
         # Searches run concurrently, so this is summed latency, not wall time.
         "time_search_latency_sum": stats_after.get("total_latency", 0.0) - stats_before.get("total_latency", 0.0),
         "time_sync_weights": synced - started,
@@ -587,8 +579,7 @@ def train_step(
             "dynamic/kept_groups": len(sampled.kept),
             "dynamic/filtered_group_share": sum(g.degenerate for g in sampled.drawn) / drawn_groups if drawn_groups else 0.0,
         })
-    for reason, count in sampled.end_reasons.items():
-        metrics[f"end/{reason}"] = count
+    metrics.update({f"end/{reason}": count for reason, count in sampled.end_reasons.items()})
     metrics["wall_time"] = time.time()
     for observer in observers:
         notify(observer, metrics, config)
@@ -620,10 +611,7 @@ def _search_stats(search_client) -> dict[str, float]:
 def step_questions(session: "TrainingSession", step: int) -> list:
     """The questions of `step`: the split's order, with the synthetic share (if any) mixed in."""
     config = session.config
-
-    def order(examples, step, size, seed):
-        return batch_for_step(examples, step, size, seed, config.balance_sources)
-
+    order = functools.partial(batch_for_step, balance_sources=config.balance_sources)
     return batch_with_share(session.examples, session.synthetic, step, config.questions_per_batch,
                             config.seed, config.synthetic_share, order=order)
 
@@ -656,7 +644,6 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
     training_client = service.create_lora_training_client(
         base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
     )
-    start_step = 0
 
     def load(path: str, row: dict) -> None:
         if row.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
@@ -665,9 +652,8 @@ def open_session(config: TrainConfig, service=None, search_client=None, examples
             result(training_client.load_state(path))
 
     last = resume_checkpoint(run, load) if config.resume else None  # newest that loads
-    if last is not None:
-        start_step = int(last["step"])
-    elif config.init_from:
+    start_step = int(last["step"]) if last is not None else 0
+    if last is None and config.init_from:
         result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
     if start_step == 0 and not config.resume:
         for stale in (run.metrics, run.checkpoints):

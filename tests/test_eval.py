@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from helpers.data import SearchExample
-from helpers.eval import EvalConfig, evaluate, lenient_match, single_turn_messages, trajectory_row
+from helpers.eval import EvalConfig, evaluate, single_turn_messages, trajectory_row
+from helpers.reward import contains_answer
 from helpers.rollout import AssistantTurn, SearchRecord, Trajectory
 from helpers.search.types import SearchItem, SearchResult, SearchStats
 
@@ -14,10 +15,10 @@ EXAMPLE = SearchExample(id="q", question="Who wrote Hamlet?", answers=["William 
 
 
 def test_lenient_match_is_normalised_and_word_bounded():
-    assert lenient_match("I think it was the great W. Shakespeare.", EXAMPLE.answers)
-    assert lenient_match("answer: SHAKESPEARE!", EXAMPLE.answers)
-    assert not lenient_match("Shakespeareana is a genre", EXAMPLE.answers)
-    assert not lenient_match("", EXAMPLE.answers)
+    assert contains_answer("I think it was the great W. Shakespeare.", EXAMPLE.answers)
+    assert contains_answer("answer: SHAKESPEARE!", EXAMPLE.answers)
+    assert not contains_answer("Shakespeareana is a genre", EXAMPLE.answers)
+    assert not contains_answer("", EXAMPLE.answers)
 
 
 def test_eval_config_uses_one_trajectory_per_question_and_the_same_budgets():

@@ -13,7 +13,6 @@ from helpers.data import SearchExample
 from helpers.eval import trajectory_row
 from helpers.evidence import (
     EvidenceRewardConfig,
-    answer_in_evidence,
     build_report,
     evidence_reward,
     evidence_terms,
@@ -23,6 +22,7 @@ from helpers.evidence import (
     trajectory_evidence,
 )
 from helpers.models import load_tokenizer
+from helpers.reward import contains_answer
 from helpers.rollout import RolloutConfig, rollout_batch
 from helpers.search import local
 from test_rollout_doubles import ScriptedSamplingClient, call
@@ -66,10 +66,10 @@ def batch(search):
 
 
 def test_answers_match_in_evidence_as_the_reward_normalises_them():
-    assert answer_in_evidence(["[1] Title: Hamlet\n    Content: written by William Shakespeare."], ["william shakespeare"])
-    assert answer_in_evidence(["The Beatles' song"], ["the beatles"])
-    assert not answer_in_evidence(["Parisian cafés"], ["Paris"])  # word boundaries
-    assert not answer_in_evidence(["anything"], ["", "the"])  # an answer that normalises to nothing
+    assert contains_answer("[1] Title: Hamlet\n    Content: written by William Shakespeare.", ["william shakespeare"])
+    assert contains_answer("The Beatles' song", ["the beatles"])
+    assert not contains_answer("Parisian cafés", ["Paris"])  # word boundaries
+    assert not contains_answer("anything", ["", "the"])  # an answer that normalises to nothing
     assert query_differs("Who wrote Hamlet?", "who wrote hamlet") is False
     assert query_differs("Hamlet author", "who wrote hamlet") is True and query_differs(None, "q") is None
 

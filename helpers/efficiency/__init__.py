@@ -43,12 +43,12 @@ from __future__ import annotations
 from helpers.efficiency.budget import (BUDGETS, BudgetPoint, budget_config, budget_point, budget_sweep,
                                        load_budget_points, plot_tool_efficiency, trajectory_cost)
 from helpers.efficiency.cli import main, sampling_client_for
-from helpers.efficiency.rewards import (COMPONENTS, EfficiencyBreakdown, EfficiencyConfig, GatedReward,
+from helpers.efficiency.rewards import (COMPONENTS, WEIGHTS, EfficiencyBreakdown, EfficiencyConfig, GatedReward,
                                         PreferenceFn, baseline_range, effective_calls, failed_calls_of,
                                         gated_reward, gated_reward_fn, generated_length, group_numbers,
                                         group_rng, length_baselines, length_penalties, sample_tool_baseline,
                                         score_group, tool_penalties)
-from helpers.efficiency.training import (REWARDS, ReferenceLengths, comparison_reward, load_metrics,
+from helpers.efficiency.training import (COMPARISON, REWARDS, ReferenceLengths, comparison_reward, load_metrics,
                                          plot_reward_comparison, train_with_reward)
 from helpers.efficiency.widgets import (breakdown_html, budget_curve_widget, check_best_budget,
                                         check_length_penalty, check_no_winner_advantages,

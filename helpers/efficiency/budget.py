@@ -39,8 +39,7 @@ class BudgetPoint:
 
 def trajectory_cost(trajectory: Any) -> tuple[int, int]:
     """(input, output) tokens of one trajectory as an uncached API would bill them."""
-    output = sum(len(t.completion_tokens) for t in trajectory.turns)
-    return sum(len(t.prompt_tokens) for t in trajectory.turns), output
+    return sum(len(t.prompt_tokens) for t in trajectory.turns), trajectory.sampled_tokens
 
 
 def budget_point(policy: str, budget: int, trajectories: Sequence[Any], seconds: float = 0.0) -> BudgetPoint:

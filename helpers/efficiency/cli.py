@@ -13,7 +13,8 @@ from helpers import config as course_config
 from helpers.data import load_examples
 from helpers.efficiency.budget import BUDGETS
 from helpers.efficiency.report import write_report
-from helpers.efficiency.rewards import EfficiencyConfig
+from helpers.efficiency.rewards import WEIGHTS, EfficiencyConfig
+from helpers.efficiency.training import COMPARISON
 from helpers.engine import connect
 from helpers.rollout import RolloutConfig
 from helpers.runs import add_config_arguments, config_from_args, write_json
@@ -47,9 +48,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
                                                             rollout=RolloutConfig(group_size=4), out="results/efficiency"))
     compare.add_argument("--rewards", default="exact_match,gated")
     compare.add_argument("--length-reference", default="group", choices=("group", "initial"))
-    for f in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty"):
-        compare.add_argument("--" + f.replace("_", "-"), dest=f, type=float,
-                             default=getattr(EfficiencyConfig(format_penalty=0.1), f))
+    for f in WEIGHTS:
+        compare.add_argument("--" + f.replace("_", "-"), dest=f, type=float, default=getattr(COMPARISON, f))
     budget = sub.add_parser("budget", help="budget-forced evaluation, b = 0 .. 10")
     budget.add_argument("--model", default=None)
     budget.add_argument("--policy", action="append", default=[],
@@ -73,8 +73,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
 
     if args.command == "compare":
         train_config = config_from_args(TrainConfig, args)
-        eff_config = EfficiencyConfig(**{f: getattr(args, f) for f in (
-            "lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty")})
+        eff_config = EfficiencyConfig(**{f: getattr(args, f) for f in WEIGHTS})
         summaries = {}
         for reward in args.rewards.split(","):
             cfg = dataclasses.replace(train_config, out=str(Path(train_config.out) / reward))

@@ -50,10 +50,7 @@ def write_report(folder: str | Path) -> Path:
                   "| metric | " + " | ".join(f"{n} ({len(runs[n])} steps)" for n in names) + " |",
                   "|---|" + "---|" * len(names)]
         for key in COMPARED:
-            cells = []
-            for name in names:
-                a, b = first_last_quarter(runs[name], key)
-                cells.append(f"{a:.4g} -> {b:.4g}")
+            cells = ["{:.4g} -> {:.4g}".format(*first_last_quarter(runs[name], key)) for name in names]
             lines.append(f"| {key} | " + " | ".join(cells) + " |")
         lines += ["", "![reward comparison](reward_comparison.png)", ""]
         mismatch_run = next((n for n in ("gated", *names) if n in runs and
@@ -80,13 +77,12 @@ def write_report(folder: str | Path) -> Path:
                   "prompt and enforced (a call over it ends the trajectory). Cells: exact match / mean "
                   "search calls / tokens per question.", "",
                   "| b | " + " | ".join(policies) + " |", "|---|" + "---|" * len(policies)]
+
+        def cell(p) -> str:
+            return "" if p is None else f"{p.accuracy:.2f} / {p.search_calls_mean:.2f} / {p.tokens_per_question:.0f}"
+
         for b in budgets:
-            cells = []
-            for name in policies:
-                p = by.get((name, b))
-                cells.append("" if p is None else f"{p.accuracy:.2f} / {p.search_calls_mean:.2f} / "
-                                                  f"{p.tokens_per_question:.0f}")
-            lines.append(f"| {b} | " + " | ".join(cells) + " |")
+            lines.append(f"| {b} | " + " | ".join(cell(by.get((name, b))) for name in policies) + " |")
         lines += ["", "![tool-efficiency curve](budget_curve.png)", ""]
     if (folder / "NOTES.md").exists():
         lines += ["## Reading this run", "", (folder / "NOTES.md").read_text().strip(), ""]

@@ -17,6 +17,8 @@ import numpy as np
 from helpers.reward import GroupRewards, group_advantages, outcome_reward, register_reward
 
 PreferenceFn = Callable[[Any], float]
+# the weights of R, each >= 0 (and a flag of `python -m helpers.efficiency compare`)
+WEIGHTS = ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty")
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class EfficiencyConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("lambda_tool", "lambda_len", "alpha_win", "alpha_lose", "beta_lose", "format_penalty"):
+        for name in WEIGHTS:
             if getattr(self, name) < 0:
                 raise ValueError(f"EfficiencyConfig.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.preferred_threshold <= 1.0:
@@ -51,10 +53,6 @@ def effective_calls(calls: Sequence[int], failed: Sequence[int] | None = None) -
     if len(failed) != len(calls):
         raise ValueError(f"got {len(calls)} call counts but {len(failed)} failed counts")
     return [max(0, int(c) - int(e)) for c, e in zip(calls, failed)]
-
-
-def _as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
 def baseline_range(eff_calls: Sequence[int], winners: Sequence[bool]) -> tuple[int, int] | None:
@@ -73,7 +71,8 @@ def sample_tool_baseline(
     if bounds is None:
         return None
     low, high = bounds
-    return int(_as_rng(rng).integers(low, high + 1))
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    return int(rng.integers(low, high + 1))
 
 
 def tool_penalties(
@@ -214,8 +213,7 @@ def score_group(
     pen_tool = tool_penalties(
         eff, winners, baseline, config.alpha_win, config.alpha_lose, config.beta_lose
     )
-    refs = list(lengths) if reference_lengths is None else list(reference_lengths)
-    refs = [max(float(r), 1.0) for r in refs]
+    refs = [max(float(r), 1.0) for r in (lengths if reference_lengths is None else reference_lengths)]
     pen_len = length_penalties(lengths, preferred, refs)
     rows = []
     for i in range(n):
@@ -254,7 +252,7 @@ def failed_calls_of(trajectory: Any) -> int:
 
 def generated_length(trajectory: Any) -> int:
     """Tokens the policy generated (assistant turns only; observations are not its output)."""
-    return sum(len(turn.completion_tokens) for turn in trajectory.turns)
+    return trajectory.sampled_tokens
 
 
 def group_numbers(group: Sequence[Any]) -> dict[str, list]:

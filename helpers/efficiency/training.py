@@ -20,11 +20,12 @@ import numpy as np
 
 from helpers.efficiency.rewards import EfficiencyConfig, GatedReward, generated_length
 from helpers.mismatch import MismatchObserver
-from helpers.rollout import rollout_batch
+from helpers.rollout import rollout_groups
 from helpers.runs import RunDir, read_jsonl, write_json
 from helpers.train import open_session, train
 
 REWARDS = ("exact_match", "gated")
+COMPARISON = EfficiencyConfig(format_penalty=0.1)  # with the plain run's format penalty: only efficiency differs
 
 
 def comparison_reward(reward: str, efficiency: EfficiencyConfig, reference: Any = None) -> GatedReward:
@@ -49,10 +50,10 @@ class ReferenceLengths:
         """Reference lengths per position in `batch`; questions not seen before are sampled at once."""
         missing = list({ex.id: ex for ex in batch if ex.id not in self.cache}.values())
         if missing:
-            done = rollout_batch(self.sampling_client, self.tokenizer, self.search_client, missing,
-                                 rollout_config, progress=False)
-            for qi, ex in enumerate(missing):
-                self.cache[ex.id] = [max(generated_length(t), 1) for t in done if t.question_index == qi]
+            groups = rollout_groups(self.sampling_client, self.tokenizer, self.search_client, missing,
+                                    rollout_config, progress=False)
+            for ex, group in zip(missing, groups, strict=True):
+                self.cache[ex.id] = [max(generated_length(t), 1) for t in group]
         return {qi: self.cache[ex.id] for qi, ex in enumerate(batch)}
 
     def for_groups(self, groups: Sequence[Any]) -> dict[str, list[int]]:
@@ -69,8 +70,7 @@ def train_with_reward(
     config: Any,
     reward: str = "gated",
     *,
-    efficiency: EfficiencyConfig = EfficiencyConfig(format_penalty=0.1),
-    measure_mismatch: bool = True,
+    efficiency: EfficiencyConfig = COMPARISON,
     length_reference: str = "group",
     on_step: Callable[[dict], None] | None = None,
     progress: bool = True,
@@ -104,14 +104,14 @@ def train_with_reward(
     if length_reference == "initial":
         reference = ReferenceLengths(session.training_client.save_weights_and_get_sampling_client(),
                                      session.tokenizer, session.search_client, run_config.rollout_config)
-    observer = MismatchObserver() if measure_mismatch else None
+    observer = MismatchObserver()
     started = time.perf_counter()
     summary = train(run_config, on_step=on_step, session=session, progress=progress,
                     reward_fn=comparison_reward(reward, efficiency, reference),
-                    observers=[observer] if observer else [])
+                    observers=[observer])
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(work_dir / "metrics.jsonl", out / "metrics.jsonl")
-    if observer is not None and observer.history.log_ratios:
+    if observer.history.log_ratios:
         np.savez_compressed(out / "log_ratios.npz",
                             **{f"step{k}": v for k, v in observer.history.log_ratios.items()})
     result = {
