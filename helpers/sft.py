@@ -499,82 +499,86 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
         raise ValueError("the SFT teacher may only use the train split (evaluation questions must stay unseen)")
     started = time.perf_counter()
     model = config.model or course_config.default_model()
-    tracker = open_tracker(config.tracker, run_name(config.out), {"sft": dataclasses.asdict(config), "model": model})
-    service = service or connect(config.backend)
-    training_client = service.create_lora_training_client(
-        base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
-    )
-    tokenizer = training_client.get_tokenizer()
-    if search_client is None:
-        search_client = create_search_client(config.search_backend)
-    if examples is None:
-        examples = sft_examples(config)
-    hints = gold_titles(examples, config.split) if config.teacher_hints else {}
-    demos, skipped = build_demonstrations(examples, search_client, tokenizer, config.max_tool_response_tokens, progress,
-                                          hints, config.second_query, config.decompose, config.rewrite_first_query,
-                                          config.seed)
-    if not demos:
-        raise RuntimeError("the scripted teacher found no answer in the evidence for any question; is the index built?")
-    write_jsonl(run.path / "demonstrations.jsonl", [
-        {"id": demo.example.id, "data_source": demo.example.data_source, "queries": demo.queries, "answer": demo.answer,
-         "answer_search": demo.answer_search, "rewritten": demo.rewritten, "decomposed": demo.decomposed}
-        for demo in demos])
-    datums = sft_datums(lambda messages: build_sft_datum(tokenizer, messages), demos, config.repeat_two_search)
-    adam = pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
-    rng = random.Random(config.seed)
-    losses: list[float] = []
-    steps = 0
-    batches_per_epoch = -(-len(datums) // config.batch_size)
-    bar = tqdm(total=config.epochs * batches_per_epoch, desc="SFT steps", disable=not progress)
-    for epoch in range(config.epochs):
-        order = list(range(len(datums)))
-        rng.shuffle(order)
-        for start in range(0, len(order), config.batch_size):
-            batch = [datums[i] for i in order[start : start + config.batch_size]]
-            loss_sum, token_count = 0.0, 0.0
-            for micro_batch in pack_micro_batches(batch, config.micro_batch_datums, config.micro_batch_tokens):
-                output = _result(training_client.forward_backward(
-                    weight_micro_batch_for_global_mean(micro_batch, len(batch)), loss_fn="cross_entropy"))
-                metrics = getattr(output, "metrics", {}) or {}
-                # Weighted loss_sum: divide by weight to report plain per-token NLL.
-                weight = len(micro_batch) / len(batch)
-                loss_sum += float(metrics.get("loss_sum", metrics.get("loss:sum", 0.0))) / weight
-                token_count += float(metrics.get("token_count", 0.0))
-            _result(training_client.optim_step(adam))
-            steps += 1
-            nll = loss_sum / token_count if token_count else float("nan")
-            losses.append(nll)
-            row = {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch), "padded_tokens": padded_tokens(batch)}
-            append_jsonl(run.metrics, row)
-            tracker.log(row)
-            bar.update(1)
-            bar.set_postfix(nll=f"{nll:.3f}")
-    bar.close()
-    name = Path(config.out).name
-    state = _result(training_client.save_state(f"{name}-state"))
-    sampler = _result(training_client.save_weights_for_sampler(f"{name}-sampler"))
-    result = SFTResult(
-        state_path=materialise_checkpoint(state, run.path / "state"),
-        sampler_path=materialise_checkpoint(sampler, run.path / "sampler"),
-        demonstrations=len(demos),
-        skipped=skipped,
-        two_searches=sum(demo.search_calls > 1 for demo in demos),
-        decomposed=sum(demo.decomposed for demo in demos),
-        rewritten=sum(demo.rewritten for demo in demos),
-        steps=steps,
-        seconds=time.perf_counter() - started,
-        losses=losses,
-    )
-    sampling_client = service.create_sampling_client(base_model=model, model_path=result.sampler_path)
-    result.call_marker_prob = call_marker_probability(sampling_client, tokenizer, demos)
-    warning = call_marker_warning(result.call_marker_prob, len(demos) * config.epochs, steps)
-    if warning:
-        print(warning, flush=True)
-    run.write_json("config.json", {"sft": dataclasses.asdict(config), "model": model})
-    run.write_json("result.json", dataclasses.asdict(result))
-    tracker.log_table("sft/result", [{k: v for k, v in dataclasses.asdict(result).items() if k != "losses"}], steps)
-    tracker.close()
-    return result
+    # closed however the run ends: a failure half-way still leaves its curves in the tracker
+    settings = {"sft": dataclasses.asdict(config), "model": model}
+    with open_tracker(config.tracker, run_name(config.out), settings) as tracker:
+        service = service or connect(config.backend)
+        training_client = service.create_lora_training_client(
+            base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
+        )
+        tokenizer = training_client.get_tokenizer()
+        if search_client is None:
+            search_client = create_search_client(config.search_backend)
+        if examples is None:
+            examples = sft_examples(config)
+        hints = gold_titles(examples, config.split) if config.teacher_hints else {}
+        demos, skipped = build_demonstrations(examples, search_client, tokenizer, config.max_tool_response_tokens,
+                                              progress, hints, config.second_query, config.decompose,
+                                              config.rewrite_first_query, config.seed)
+        if not demos:
+            raise RuntimeError("the scripted teacher found no answer in the evidence for any question; "
+                               "is the index built?")
+        write_jsonl(run.path / "demonstrations.jsonl", [
+            {"id": demo.example.id, "data_source": demo.example.data_source, "queries": demo.queries,
+             "answer": demo.answer, "answer_search": demo.answer_search, "rewritten": demo.rewritten,
+             "decomposed": demo.decomposed}
+            for demo in demos])
+        datums = sft_datums(lambda messages: build_sft_datum(tokenizer, messages), demos, config.repeat_two_search)
+        adam = pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
+        rng = random.Random(config.seed)
+        losses: list[float] = []
+        steps = 0
+        batches_per_epoch = -(-len(datums) // config.batch_size)
+        bar = tqdm(total=config.epochs * batches_per_epoch, desc="SFT steps", disable=not progress)
+        for epoch in range(config.epochs):
+            order = list(range(len(datums)))
+            rng.shuffle(order)
+            for start in range(0, len(order), config.batch_size):
+                batch = [datums[i] for i in order[start : start + config.batch_size]]
+                loss_sum, token_count = 0.0, 0.0
+                for micro_batch in pack_micro_batches(batch, config.micro_batch_datums, config.micro_batch_tokens):
+                    output = _result(training_client.forward_backward(
+                        weight_micro_batch_for_global_mean(micro_batch, len(batch)), loss_fn="cross_entropy"))
+                    metrics = getattr(output, "metrics", {}) or {}
+                    # Weighted loss_sum: divide by weight to report plain per-token NLL.
+                    weight = len(micro_batch) / len(batch)
+                    loss_sum += float(metrics.get("loss_sum", metrics.get("loss:sum", 0.0))) / weight
+                    token_count += float(metrics.get("token_count", 0.0))
+                _result(training_client.optim_step(adam))
+                steps += 1
+                nll = loss_sum / token_count if token_count else float("nan")
+                losses.append(nll)
+                row = {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch),
+                       "padded_tokens": padded_tokens(batch)}
+                append_jsonl(run.metrics, row)
+                tracker.log(row)
+                bar.update(1)
+                bar.set_postfix(nll=f"{nll:.3f}")
+        bar.close()
+        name = Path(config.out).name
+        state = _result(training_client.save_state(f"{name}-state"))
+        sampler = _result(training_client.save_weights_for_sampler(f"{name}-sampler"))
+        result = SFTResult(
+            state_path=materialise_checkpoint(state, run.path / "state"),
+            sampler_path=materialise_checkpoint(sampler, run.path / "sampler"),
+            demonstrations=len(demos),
+            skipped=skipped,
+            two_searches=sum(demo.search_calls > 1 for demo in demos),
+            decomposed=sum(demo.decomposed for demo in demos),
+            rewritten=sum(demo.rewritten for demo in demos),
+            steps=steps,
+            seconds=time.perf_counter() - started,
+            losses=losses,
+        )
+        sampling_client = service.create_sampling_client(base_model=model, model_path=result.sampler_path)
+        result.call_marker_prob = call_marker_probability(sampling_client, tokenizer, demos)
+        warning = call_marker_warning(result.call_marker_prob, len(demos) * config.epochs, steps)
+        if warning:
+            print(warning, flush=True)
+        run.write_json("config.json", settings)
+        run.write_json("result.json", dataclasses.asdict(result))
+        tracker.log_table("sft/result", [{k: v for k, v in dataclasses.asdict(result).items() if k != "losses"}], steps)
+        return result
 
 
 # Fewer demonstrations than this (counted once per epoch) cannot be expected to teach the call.

@@ -628,3 +628,38 @@ def test_stopping_the_tensorboard_command_stops_tensorboard(tmp_path):
                 os.kill(server, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+
+
+def test_an_sft_run_that_fails_half_way_still_closes_its_tracker(tmp_path, monkeypatch):
+    import helpers.sft as sft
+    from helpers.sft import SFTConfig, run_sft
+
+    closed = []
+
+    class Recorder:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.close()
+
+        def log(self, row):
+            pass
+
+        def close(self):
+            closed.append(True)
+
+    class Client:
+        def get_tokenizer(self):
+            return None
+
+    class Service:
+        def create_lora_training_client(self, **kwargs):
+            return Client()
+
+    monkeypatch.setattr(sft, "open_tracker", lambda *args, **kwargs: Recorder())
+    monkeypatch.setattr(sft, "build_demonstrations", lambda *args, **kwargs: ([], 3))
+    with pytest.raises(RuntimeError, match="found no answer"):
+        run_sft(SFTConfig(out=str(tmp_path / "sft"), tracker="tensorboard"), service=Service(), search_client=object(),
+                examples=[], progress=False)
+    assert closed == [True]
