@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import functools
 import json
-import random
 import shutil
 import sys
 import time
@@ -34,7 +33,7 @@ from tqdm.auto import tqdm
 from helpers import config as course_config
 from helpers.data import load_examples
 from helpers.multihop.build import SPLIT as SYNTHETIC_SPLIT
-from helpers.multihop.mix import batch_with_share
+from helpers.multihop.mix import batch_with_share, cycle
 from helpers.engine import connect
 from helpers.reward import RewardFn, assign_advantages, make_reward, score
 from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
@@ -357,16 +356,7 @@ def batch_for_step(examples: Sequence, step: int, size: int, seed: int, balance_
             for i, name in enumerate(names):
                 batch += batch_for_step(by_source[name], step, share + (i < extra), seed + 7919 * (i + 1))
             return batch
-    n = len(examples)
-    orders: dict[int, list[int]] = {}
-    batch = []
-    for position in range(step * size, step * size + size):
-        epoch, offset = divmod(position, n)
-        if epoch not in orders:
-            orders[epoch] = list(range(n))
-            random.Random(seed * 1_000_003 + epoch).shuffle(orders[epoch])
-        batch.append(examples[orders[epoch][offset]])
-    return batch
+    return cycle(examples, step, size, seed)
 
 
 def extra_questions(examples: Sequence, step: int, config: TrainConfig) -> list:
