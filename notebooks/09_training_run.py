@@ -129,7 +129,9 @@ pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(colum
 # (`results/h200_search/cpu_run/README.md`). After its 6 steps the 4 questions were answered right
 # in 0.88–1.00 of 8 fresh samples each, up from 0.56; the step rewards climbed, with dips, e.g.
 # 0.5, 0.5, 1.0, 1.0, 1.0, 1.0. The policy is allowed to learn these answers: this demonstrates the
-# update, it is not an evaluation (held-out accuracy is notebook 10's job).
+# update, it is not an evaluation (held-out accuracy is notebook 10's job). On 2 CPU cores the run
+# gave 0.75, 0.75, 0.75, 0.5 for the four questions, then 1.0 and 1.0 when the first two came round
+# again: all 4 samples right where 3 had been, so those two groups had nothing left to train.
 #
 # What is noise: each step's reward is one question's 4 samples, so it moves in quarters, and a
 # harder question coming round can dip it (0.0 → 1.0 → 1.0 → 0.5 in one seed). Read the trend over
@@ -162,11 +164,14 @@ else:
 # %% [markdown]
 # ## What each profile costs
 #
+# Measured on a 2-core AMD EPYC machine (2026-12-01; `benchmarks/RESULTS.md`) and one H200:
+#
 # | profile | where | what runs | measured |
 # | --- | --- | --- | --- |
-# | `fast` | 2 CPU cores | smollm2-135m, 2 SFT questions, 1 GRPO step of 1 question × 2 | notebook 09 in 45 s (idle machine; `benchmarks/RESULTS.md`) |
-# | `full` | 2 CPU cores | Qwen2.5-0.5B, SFT on 4 questions × 1 epoch, 1 GRPO step of 2 × 4 | SFT 98 s, the GRPO step 643 s (`benchmarks/RESULTS.md`, full profile) |
-# | `full`, run that learns | 2 CPU cores | GRPO from the recorded SFT adapter, `CPU_RUN` (4 questions × 4) | 845 s a step (training 714 s): one step within its 15 minutes, too few to see a trend |
+# | `fast` | 2 CPU cores | smollm2-135m, 2 SFT questions, 1 GRPO step of 1 question × 2 | notebook 09 in 45 s (idle machine) |
+# | `full` | 2 CPU cores | Qwen2.5-0.5B, SFT on 4 questions × 1 epoch, 1 GRPO step of 1 question × 4 | SFT 72 s, the GRPO step 155 s |
+# | `full`, run that learns | 2 CPU cores | GRPO from the recorded SFT adapter, `CPU_RUN` (4 questions, one per step, × 4 samples, 6 steps) | 725 s: 149–169 s a step (training 123–133 s for about 3,100 tokens), 43 s for a step whose group is all right (nothing to train); step rewards 0.75, 0.75, 0.75, 0.5, 1.0, 1.0 |
+# | `full`, the whole notebook | 2 CPU cores | all of the above | 981 s (16.4 min) |
 # | GPU recipe | one H200 | SFT on 800 questions with a decomposing teacher, 9 minutes of GRPO, 600-question evaluations | 17.9 min in all (`results/h200_search/README.md`) |
 #
 # The real run is one command on a GPU machine: `bash results/run.sh`.
