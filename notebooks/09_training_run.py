@@ -121,8 +121,8 @@ pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(colum
 #   record`, kept in `helpers.learnable.ANSWER_RATES`), lies between 0.25 and 0.75. Such a group
 #   almost always mixes right and wrong answers, so every step has a signal.
 #
-# The run (`CPU_RUN`): the 4 most learnable questions (answer rates 0.38–0.62, measured over 8
-# samples each), one question per step in turn, 4 samples each, learning rate 1e-4, 6 steps; it
+# The run (`CPU_RUN`): the 4 most learnable questions (answer rates 0.5–0.62, measured over 8
+# samples each), one question per step (all four in a seeded order, then again), 4 samples each, learning rate 1e-4, 6 steps; it
 # stops cleanly at 15 minutes if a step would not fit.
 #
 # What to expect, measured: the same run on a GPU in the CPU's fp32, 4 seeds
@@ -130,8 +130,9 @@ pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(colum
 # in 0.88–1.00 of 8 fresh samples each, up from 0.56; the step rewards climbed, with dips, e.g.
 # 0.5, 0.5, 1.0, 1.0, 1.0, 1.0. The policy is allowed to learn these answers: this demonstrates the
 # update, it is not an evaluation (held-out accuracy is notebook 10's job). On 2 CPU cores the run
-# gave 0.75, 0.75, 0.75, 0.5 for the four questions, then 1.0 and 1.0 when the first two came round
-# again: all 4 samples right where 3 had been, so those two groups had nothing left to train.
+# gave 0.75, 0.75, 0.75, 0.5 for the four questions, then 1.0 and 1.0 when two of them came round
+# again (each pass over the four is a fresh seeded order): all 4 samples right, so those two groups
+# had nothing left to train.
 #
 # What is noise: each step's reward is one question's 4 samples, so it moves in quarters, and a
 # harder question coming round can dip it (0.0 → 1.0 → 1.0 → 0.5 in one seed). Read the trend over
