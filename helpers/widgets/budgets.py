@@ -41,7 +41,7 @@ FULL = {
     "max_trajectory_tokens": 3072,
     "temperature": 1.0,
     "search_topk": 3,
-    "eval_questions": 20,
+    "eval_questions": 8,  # four evaluations in notebook 10, each a batch decoded to its longest answer
     # a budget sweep is policies x budgets x questions rollouts: sized to minutes on 2 CPU cores
     "sweep_budgets": [0, 1, 3],
     "sweep_questions": 6,
