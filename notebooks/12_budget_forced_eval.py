@@ -60,8 +60,9 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 #
 # Every point is one rollout per question, so a sweep costs policies × budgets × questions
 # rollouts. On a CPU the profiles keep it to minutes (`sweep_budgets`, `sweep_questions`: $b = 0, 1, 2$
-# on one held-out question in the fast profile, $b = 0, 1, 3$ on 6 in the full one); the recorded GPU
-# sweep below has $b = 0\dots10$ on 100. Policies: the base model, and the SFT and GRPO checkpoints
+# on one held-out question in the fast profile, $b = 0, 1, 3$ on 4 in the full one, with turns of at
+# most `sweep_assistant_tokens`, since a batch decodes until its longest turn ends); the recorded
+# GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model, and the SFT and GRPO checkpoints
 # of notebook 09 when it has been run in this profile.
 
 # %%
@@ -86,7 +87,8 @@ print("policies:", list(policies), "| budgets:", sweep_budgets, "| questions:", 
 points = []
 for name, sampler in policies.items():
     points += eff.budget_sweep(sampler, base_engine.tokenizer, search_client(), questions, sweep_budgets,
-                               policy=name, config=rollout_config(values, temperature=0.6))
+                               policy=name, config=rollout_config(values, temperature=0.6,
+                                                                  max_assistant_tokens=values["sweep_assistant_tokens"]))
 import pandas as pd
 
 # one row per policy and budget; the columns a reader compares first
@@ -100,7 +102,7 @@ eff.plot_tool_efficiency(points)
 plt.show()
 
 # %% [markdown]
-# A handful of questions (`sweep_questions`: 1 in the fast profile, 6 in the full one) is far too
+# A handful of questions (`sweep_questions`: 1 in the fast profile, 4 in the full one) is far too
 # few to read anything into the accuracy; the point here is the machinery, and the cost side is
 # already informative: every search adds an observation the model
 # must read on the next turn, so **input** tokens grow much faster than output tokens.

@@ -26,6 +26,7 @@ FAST = {
     "eval_questions": 1,
     "sweep_budgets": [0, 1, 2],  # notebook 12's budgets b (the recorded GPU sweep has 0-10)
     "sweep_questions": 1,
+    "sweep_assistant_tokens": 48,
     "sft_questions": 2,
     "sft_epochs": 1,
     "grpo_questions": 1,
@@ -42,9 +43,11 @@ FULL = {
     "temperature": 1.0,
     "search_topk": 3,
     "eval_questions": 8,  # four evaluations in notebook 10, each a batch decoded to its longest answer
-    # a budget sweep is policies x budgets x questions rollouts: sized to minutes on 2 CPU cores
+    # a budget sweep is policies x budgets x questions rollouts, each policy's batch decoded until
+    # its longest turn ends: sized to minutes on 2 CPU cores (a search call is about 31 tokens)
     "sweep_budgets": [0, 1, 3],
-    "sweep_questions": 6,
+    "sweep_questions": 4,
+    "sweep_assistant_tokens": 96,
     # notebook 09's run from scratch shows the mechanics in minutes on a CPU; its run that learns
     # starts from the recorded SFT adapter (helpers.learnable.CPU_RUN), the real run is the GPU's
     "sft_questions": 4,
