@@ -317,9 +317,11 @@ def test_the_unembedding_under_autograd_only_where_the_loss_is_not_zero(service,
     for a, b in zip(every_lp, lp):  # every position's logprob is still returned
         assert torch.allclose(a, b, atol=1e-5)
     assert loss == pytest.approx(every_loss, rel=1e-5)
-    assert any(float(g.abs().max()) > 0 for g in grad)
+    scale = max(float(g.abs().max()) for g in every_grad)
+    assert scale > 0
+    # the same gradient up to fp32 rounding, which differs with the shapes of the two computations
     for a, b in zip(every_grad, grad):
-        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+        assert float((a - b).abs().max()) <= 1e-3 * scale
 
 
 def test_micro_batches_hold_rows_of_similar_length():

@@ -80,6 +80,8 @@ def test_weighted_micro_batches_match_the_global_batch_gradient(trainer):
 
     scale = global_grad.abs().max()
     assert scale > 0
-    assert torch.allclose(weighted, global_grad, atol=1e-5 * float(scale), rtol=1e-4)
+    # fp32 rounding differs with the shapes of the calls (about 1e-4 of the largest entry with the
+    # unembedding taken at trained positions only); the wrong weighting is off by more than 5 %
+    assert torch.allclose(weighted, global_grad, atol=2e-4 * float(scale), rtol=1e-4)
     # Without n_k/N each call's mean counts fully: a clearly different (and larger) gradient.
     assert (unweighted - global_grad).abs().max() > 0.05 * scale
