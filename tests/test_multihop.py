@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,9 @@ from helpers.multihop import build, mix, questions, solvers, verify
 from helpers.multihop.chains import Corpus, Passage, linkable, passages_from_rows
 from helpers.multihop.facts import read_lead
 from helpers.search.local import LocalIndex
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from char_tokenizer import CharTokenizer  # noqa: E402
 
 FESTIVAL = ("The Harbour Lights Festival is an annual arts festival in Porthmadoc. Its founding patron was "
             "Maria Delacroix-Hunt, the poet Gwen Arliss read at the first edition, and the opening concert "
@@ -241,15 +246,7 @@ def test_solver_answer_matching():
 class _ReadsPassages:
     """A sampling double: answers with the last four-digit year of the prompt's passages."""
 
-    class _Tokenizer:
-        def apply_chat_template(self, messages, add_generation_prompt, tokenize):
-            return "\n".join(m["content"] for m in messages)
-
-        def encode(self, text, add_special_tokens=False):
-            return [ord(ch) for ch in text]
-
-        def decode(self, tokens, skip_special_tokens=True):
-            return "".join(chr(t) for t in tokens)
+    _Tokenizer = CharTokenizer
 
     def sample(self, prompt, num_samples, sampling_params):
         import re

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import random
 import re
+import sys
 from collections import Counter
 from concurrent.futures import Future
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,6 +22,9 @@ from helpers import data
 from helpers.multihop import build, questions, verify, written
 from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.search.local import LocalIndex
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from char_tokenizer import CharTokenizer  # noqa: E402
 
 FESTIVAL = ("The Harbour Lights Festival is an annual arts festival in Porthmadoc. Its founding patron was "
             "Maria Delacroix-Hunt, the poet Gwen Arliss read at the first edition, and the opening concert "
@@ -71,15 +76,7 @@ class _Scripted:
         self.replies = replies
         self.prompts: list[str] = []
 
-    class _Tokenizer:
-        def apply_chat_template(self, messages, add_generation_prompt, tokenize):
-            return "\n".join(m["content"] for m in messages)
-
-        def encode(self, text, add_special_tokens=False):
-            return [ord(ch) for ch in text]
-
-        def decode(self, tokens, skip_special_tokens=True):
-            return "".join(chr(t) for t in tokens)
+    _Tokenizer = CharTokenizer
 
     def sample(self, prompt, num_samples, sampling_params):
         text = "".join(chr(t) for t in prompt.to_ints())
