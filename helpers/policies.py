@@ -91,28 +91,32 @@ def unavailable_reason(name: str, model: str | None = None, run: str | None = No
     return None
 
 
-def learner_checkpoints() -> dict[str, str]:
-    """The checkpoints notebook 09 saved in this profile, by label (empty when it has not run)."""
+def _learner_paths() -> dict[str, str]:
+    """Notebook 09's checkpoints in this profile by recorded-policy name ("sft", "sft_grpo")."""
     from helpers.widgets.course import recall
 
     trained = recall("training_09") or {}
-    found = {}
-    sft = trained.get("sft")
-    grpo = (trained.get("summary") or {}).get("sampler_path")
-    if grpo:
-        found["your SFT + GRPO (notebook 09)"] = str(grpo)
-    if sft:
-        found["your SFT (notebook 09)"] = str(sft)
-    return found
+    found = {"sft_grpo": (trained.get("summary") or {}).get("sampler_path"), "sft": trained.get("sft")}
+    return {name: str(path) for name, path in found.items() if path}
+
+
+def learner_checkpoints() -> dict[str, str]:
+    """The checkpoints notebook 09 saved in this profile, by label (empty when it has not run)."""
+    return {f"your {POLICY_LABELS[name]} (notebook 09)": path for name, path in _learner_paths().items()}
+
+
+def recorded_or_learner(name: str, model: str | None = None) -> str | None:
+    """What `load_policy` takes for the policy `name` ("sft" or "sft_grpo") here: the recorded
+    adapter when it runs with this model, else notebook 09's checkpoint in its place, else None."""
+    if unavailable_reason(name, model) is None:
+        return name
+    return _learner_paths().get(name)
 
 
 def default_policy(model: str | None = None) -> str:
     """The trained policy: the recorded SFT + GRPO adapter when it runs here, else notebook 09's
     SFT + GRPO checkpoint, else the base model."""
-    if unavailable_reason(TRAINED_POLICY, model) is None:
-        return TRAINED_POLICY
-    mine = learner_checkpoints()
-    return mine.get("your SFT + GRPO (notebook 09)") or "base"
+    return recorded_or_learner(TRAINED_POLICY, model) or "base"
 
 
 def policy_options(model: str | None = None) -> list[tuple[str, str]]:

@@ -62,33 +62,37 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # rollouts. On a CPU the profiles keep it to minutes (`sweep_budgets`, `sweep_questions`: $b = 0, 1, 2$
 # on one held-out question in the fast profile, $b = 0, 1, 3$ on 4 in the full one, with turns of at
 # most `sweep_assistant_tokens`, since a batch decodes until its longest turn ends); the recorded
-# GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model, and the SFT and GRPO checkpoints
-# of notebook 09 when it has been run in this profile.
+# GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model and the recorded run's SFT and
+# SFT + GRPO adapters (`helpers.policies`) where they fit this profile's model; otherwise (the fast
+# profile's small model) notebook 09's checkpoints when it has been run in this profile.
 
 # %%
 from helpers.data import load_examples
-from helpers.widgets.course import engine, recall, search_client
+from helpers.policies import POLICY_LABELS, PolicyNotAvailable, load_policy, recorded_or_learner, unavailable_reason
+from helpers.widgets.course import search_client
 
 fast = config.is_fast()
 sweep_budgets = values["sweep_budgets"]
 questions = load_examples("test", limit=values["sweep_questions"])
-base_engine = engine()
-policies = {"base": base_engine.sampler}
-trained = recall("training_09") or {}
-for name, key in (("sft", "sft"), ("sft_grpo", "sampler_path")):  # the names of the recorded sweep
-    path = trained.get(key) or (trained.get("summary") or {}).get(key)
-    if path:
-        try:
-            policies[name] = eff.sampling_client_for(base_engine.service, base_engine.model, path)
-        except Exception as error:  # a checkpoint from another model or profile
-            print(f"skipping {name}: {error}")
-print("policies:", list(policies), "| budgets:", sweep_budgets, "| questions:", len(questions))
+policies = {"base": load_policy("base")}
+for name in ("sft", "sft_grpo"):  # the names of the recorded sweep
+    source = recorded_or_learner(name)  # the recorded adapter, or notebook 09's checkpoint in its place
+    if source is None:
+        print(f"no {POLICY_LABELS[name]} policy here: {unavailable_reason(name)}; nor a checkpoint of notebook 09")
+        continue
+    try:
+        policies[name] = load_policy(source)
+    except PolicyNotAvailable as error:  # a checkpoint from another model or profile
+        print(f"skipping {name}: {error}")
+print("budgets:", sweep_budgets, "| questions:", len(questions))
+for name, policy in policies.items():
+    print(f"{name}: {policy.label}" + (f", {policy.path}" if policy.path and policy.name == name else ""))
 
 points = []
-for name, sampler in policies.items():
-    points += eff.budget_sweep(sampler, base_engine.tokenizer, search_client(), questions, sweep_budgets,
-                               policy=name, config=rollout_config(values, temperature=0.6,
-                                                                  max_assistant_tokens=values["sweep_assistant_tokens"]))
+sweep_config = rollout_config(values, temperature=0.6, max_assistant_tokens=values["sweep_assistant_tokens"])
+for name, policy in policies.items():
+    points += eff.budget_sweep(policy.sampler, policy.tokenizer, search_client(), questions, sweep_budgets,
+                               policy=name, config=sweep_config)
 import pandas as pd
 
 # one row per policy and budget; the columns a reader compares first

@@ -9,7 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import config, policies
-from helpers.policies import PolicyNotAvailable, default_policy, load_policy, policy_options, unavailable_reason
+from helpers.policies import (
+    PolicyNotAvailable,
+    default_policy,
+    load_policy,
+    policy_options,
+    recorded_or_learner,
+    unavailable_reason,
+)
+from helpers.widgets import course
 
 
 @pytest.fixture
@@ -17,7 +25,7 @@ def results(tmp_path, monkeypatch):
     """An empty results folder with a recorded run whose SFT + GRPO adapter was trained on `qwen2.5-0.5b`."""
     monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(policies, "_LOADED", {})
-    monkeypatch.setattr(policies, "learner_checkpoints", lambda: {})
+    monkeypatch.setattr(course, "recall", lambda name: None)  # notebook 09 has not run
     adapter = tmp_path / policies.RECORDED_RUN / "adapter"
     adapter.mkdir(parents=True)
     (adapter / "meta.json").write_text(json.dumps({"base_model": "qwen2.5-0.5b"}))
@@ -63,11 +71,24 @@ def test_recorded_policies_load_their_adapter_once_per_model(results):
 def test_the_default_is_the_trained_policy_where_it_runs(results, monkeypatch):
     assert default_policy("qwen2.5-0.5b") == "sft_grpo"
     assert default_policy("smollm2-135m") == "base"
-    monkeypatch.setattr(policies, "learner_checkpoints", lambda: {"your SFT + GRPO (notebook 09)": "local://run/w/s"})
+    notebook_09 = {"summary": {"sampler_path": "local://run/w/s"}, "sft": "local://sft/w/s"}
+    monkeypatch.setattr(course, "recall", lambda name: notebook_09 if name == "training_09" else None)
     assert default_policy("smollm2-135m") == "local://run/w/s"
     labels = dict((value, label) for label, value in policy_options("smollm2-135m"))
     assert "not available here" in labels["sft_grpo"] and "not available here" in labels["sft"]
     assert "local://run/w/s" in labels and list(labels)[0] == "sft_grpo"
+
+
+def test_a_recorded_policy_that_cannot_run_here_is_replaced_by_notebook_09s_checkpoint(results, monkeypatch):
+    # only the SFT + GRPO adapter is committed in the fixture, trained on qwen2.5-0.5b
+    assert recorded_or_learner("sft_grpo", "qwen2.5-0.5b") == "sft_grpo"
+    assert recorded_or_learner("sft", "qwen2.5-0.5b") is None
+    assert recorded_or_learner("sft_grpo", "smollm2-135m") is None
+    notebook_09 = {"summary": {"sampler_path": "local://run/w/s"}, "sft": "local://sft/w/s"}
+    monkeypatch.setattr(course, "recall", lambda name: notebook_09 if name == "training_09" else None)
+    assert recorded_or_learner("sft_grpo", "qwen2.5-0.5b") == "sft_grpo"  # the recorded adapter first
+    assert recorded_or_learner("sft", "qwen2.5-0.5b") == "local://sft/w/s"
+    assert recorded_or_learner("sft_grpo", "smollm2-135m") == "local://run/w/s"
 
 
 def test_paths_must_be_checkpoints_of_this_model(results, tmp_path):
