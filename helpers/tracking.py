@@ -535,9 +535,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(written)} recorded runs in {logdir}", flush=True)
     if args.no_launch:
         return 0
+    # A `kill` of this command stops TensorBoard too, instead of leaving it serving on its own. The
+    # handler is in place before TensorBoard starts, so a kill while it starts is not missed.
+    started: list[subprocess.Popen] = []
+    stopped: list[bool] = []
+
+    def stop(*_: Any) -> None:
+        stopped.append(True)
+        for running in started:
+            running.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    if stopped:
+        return 0
     process = launch_tensorboard(logdir, args.port, args.host)
-    # a `kill` of this command stops TensorBoard too, instead of leaving it serving on its own
-    signal.signal(signal.SIGTERM, lambda *_: process.terminate())
+    started.append(process)
+    if stopped:
+        process.terminate()
     try:
         code = process.wait()
     except KeyboardInterrupt:

@@ -172,7 +172,7 @@ else:
 # | `fast` | 2 CPU cores | smollm2-135m, 2 SFT questions, 1 GRPO step of 1 question × 2 | notebook 09 in 45 s (idle machine) |
 # | `full` | 2 CPU cores | Qwen2.5-0.5B, SFT on 4 questions × 1 epoch, 1 GRPO step of 1 question × 4 | SFT 72 s, the GRPO step 155 s |
 # | `full`, run that learns | 2 CPU cores | GRPO from the recorded SFT adapter, `CPU_RUN` (4 questions, one per step, × 4 samples, 6 steps) | 725 s: 149–169 s a step (training 123–133 s for about 3,100 tokens), 43 s for a step whose group is all right (nothing to train); step rewards 0.75, 0.75, 0.75, 0.5, 1.0, 1.0 |
-# | `full`, the whole notebook | 2 CPU cores | all of the above | 981 s (16.4 min) |
+# | `full`, the whole notebook | 2 CPU cores | all of the above | 932–981 s (15.5–16.4 min, two runs) |
 # | GPU recipe | one H200 | SFT on 800 questions with a decomposing teacher, 9 minutes of GRPO, 600-question evaluations | 17.9 min in all (`results/h200_search/README.md`) |
 #
 # The real run is one command on a GPU machine: `bash results/run.sh`.

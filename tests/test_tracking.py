@@ -598,13 +598,17 @@ def test_an_sft_run_mirrors_its_jsonl_config_and_result_to_the_tracker(tmp_path,
     assert (summary["demonstrations"], summary["steps"]) == ("2", "2")
 
 
-def test_stopping_the_tensorboard_command_stops_tensorboard(tmp_path):
+@pytest.mark.parametrize("while_starting", [False, True], ids=["once-started", "while-starting"])
+def test_stopping_the_tensorboard_command_stops_tensorboard(tmp_path, while_starting):
+    # while_starting: the kill arrives as TensorBoard starts, before launch_tensorboard has returned
     script = (
-        "import subprocess, sys\n"
+        "import os, signal, subprocess, sys\n"
         "from helpers import tracking\n"
         "def launch(logdir, port, host):  # a stand-in server that would outlive its parent\n"
         "    server = subprocess.Popen(['sleep', '300'])\n"
         "    print(server.pid, flush=True)\n"
+        f"    if {while_starting}:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
         "    return server\n"
         "tracking.launch_tensorboard = launch\n"
         "tracking.export_recorded = lambda *args, **kwargs: {}\n"
@@ -616,7 +620,8 @@ def test_stopping_the_tensorboard_command_stops_tensorboard(tmp_path):
     try:
         lines = iter(command.stdout.readline, "")
         server = int(next(line for line in lines if line.strip().isdigit()))  # after the export's summary
-        command.terminate()
+        if not while_starting:
+            command.terminate()
         assert command.wait(timeout=60) == 0
         with pytest.raises(ProcessLookupError):
             os.kill(server, 0)  # terminated and reaped, not left running on its own
