@@ -60,7 +60,8 @@ class ParsedAssistant:
 # --------------------------------------------------------------------------- prompts
 
 
-def _call_example(query: str, family: Family) -> str:
+def call_text(query: str, family: Family = "json") -> str:
+    """A search call as the policy writes it, in the chat template's call format."""
     if family == "xml":
         return f"<tool_call><function=search><parameter=query>{query}</parameter></function></tool_call>"
     return "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
@@ -107,9 +108,9 @@ def system_prompt(search_budget: int | None = None, family: Family = "json") -> 
             "- Never put a search call and the final answer in the same turn.",
             "",
             "Example. Question: What country was the author of The Little Prince born in?",
-            "Turn 1 (you): " + _call_example("The Little Prince author", family),
+            "Turn 1 (you): " + call_text("The Little Prince author", family),
             "Tool result: Antoine de Saint-Exupery wrote The Little Prince ...",
-            "Turn 2 (you): " + _call_example("Antoine de Saint-Exupery birthplace", family),
+            "Turn 2 (you): " + call_text("Antoine de Saint-Exupery birthplace", family),
             "Tool result: He was born in Lyon, France ...",
             "Turn 3 (you): Answer: France",
         ]

@@ -546,8 +546,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             running.terminate()
 
     signal.signal(signal.SIGTERM, stop)
-    if stopped:
-        return 0
     process = launch_tensorboard(logdir, args.port, args.host)
     started.append(process)
     if stopped:

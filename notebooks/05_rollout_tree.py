@@ -59,10 +59,10 @@ import pytrio as trio
 from IPython.display import display
 
 from helpers.policies import load_policy
-from helpers.protocol import build_messages, parse_assistant, stop_sequences, template_family
+from helpers.protocol import build_messages, call_text, parse_assistant, stop_sequences, template_family
 from helpers.reward import score_answer
 from helpers.rollout import Trajectory, consume_assistant, finish_search, make_request, read_sequence
-from helpers.widgets.course import call_text, forced_sequence
+from helpers.widgets.course import forced_sequence
 from helpers.widgets.state import state_table, trajectory_state
 
 policy = load_policy()  # the default policy: recorded SFT + GRPO adapter > notebook 09's checkpoint > base model

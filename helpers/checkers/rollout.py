@@ -12,9 +12,8 @@ from typing import Any, Callable
 
 from helpers.checkers._runner import Case, Raises, run_checks
 from helpers.data import SearchExample
-from helpers.protocol import build_messages, build_prompt, stop_token_ids, template_family
+from helpers.protocol import build_messages, build_prompt, call_text, stop_token_ids, template_family
 from helpers.rollout import AssistantTurn, RolloutConfig, Trajectory
-from helpers.widgets.exercises import call_text
 
 QUESTION = SearchExample("check", "What country was the author of The Little Prince born in?", ["France"], "check")
 CALL = call_text("Little Prince author")

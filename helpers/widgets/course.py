@@ -20,14 +20,13 @@ from helpers import config
 from helpers.data import load_examples
 from helpers.engine import connect
 from helpers.models import load_tokenizer
-from helpers.protocol import build_messages, build_prompt, stop_token_ids, template_family
+from helpers.protocol import build_messages, build_prompt, call_text, stop_token_ids, template_family
 from helpers.reward import score
 from helpers.rollout import RolloutConfig, Trajectory, consume_assistant, finish_search, groups_of, rollout_batch
 from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
 from helpers.runs import updated
 from helpers.search import create_search_client
 from helpers.widgets.budgets import budgets, rollout_kwargs
-from helpers.widgets.exercises import call_text
 
 
 @dataclass

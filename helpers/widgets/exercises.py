@@ -8,10 +8,11 @@ solution cell that computes its answer with `helpers` also checks that code agai
 
 from __future__ import annotations
 
-import json
 import math
 import urllib.parse
 from typing import Any, Iterable, Sequence
+
+from helpers.protocol import call_text
 
 CORRECT = "correct"
 
@@ -99,11 +100,6 @@ def check_source_counts(examples: Iterable[Any], guess: Any) -> Verdict:
 
 
 # --------------------------------------------------------------------------- 02 protocol
-
-
-def call_text(query: str) -> str:
-    """A search call in the JSON format the course's system prompt shows."""
-    return "<tool_call>\n" + json.dumps({"name": "search", "arguments": {"query": query}}) + "\n</tool_call>"
 
 
 # Ten assistant turns and the action each must parse to, by the rules of Happy-LLM §8.3.4: exactly one
