@@ -4,6 +4,8 @@ Everything a learner might want to move lives behind an environment variable:
 - COURSE_PROFILE  'full' (default) or 'fast' (small model, small budgets; used by the tests)
 - COURSE_SHARED   the offline data pack (default: ../shared beside the checkout)
 - COURSE_CACHE    where models and indexes are cached (default: ~/.cache/search-r1-course)
+- COURSE_RUNS     this checkout's own runs: notebook checkpoints, tracker files and what one
+                  notebook hands the next (default: runs/ in the checkout, git-ignored)
 - COURSE_BACKEND  'local' (default) or 'pytrio'
 - COURSE_MODEL    overrides the profile's default model
 - COURSE_DTYPE    'float32' or 'bfloat16' (default: bf16 on CUDA, fp32 elsewhere)
@@ -18,6 +20,8 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("COURSE_DATA", PROJECT_ROOT / "data"))
 RESULTS_DIR = PROJECT_ROOT / "results"
+# Beside the checkout, not in the shared cache: what is kept here names paths inside it.
+RUNS_DIR = Path(os.environ.get("COURSE_RUNS", PROJECT_ROOT / "runs"))
 
 MODELS = ("qwen2.5-0.5b", "smollm2-135m")
 

@@ -80,7 +80,7 @@ def is_secret_name(name: str) -> bool:
 
 def tracking_dir() -> Path:
     """Where live runs write tracker files (git-ignored, beside the checkpoints)."""
-    return Path(os.environ.get("COURSE_TRACKING_DIR", course_config.PROJECT_ROOT / "runs" / "tracking"))
+    return Path(os.environ.get("COURSE_TRACKING_DIR", course_config.RUNS_DIR / "tracking"))
 
 
 def run_name(out: str | Path) -> str:

@@ -42,7 +42,7 @@ from helpers import config
 from helpers.widgets import TrainingDashboard, budgets
 
 values = budgets()
-runs = config.PROJECT_ROOT / "runs" / f"course-{config.profile()}"
+runs = config.RUNS_DIR / f"course-{config.profile()}"
 print("model:", config.default_model(), "| runs under", runs)
 values
 

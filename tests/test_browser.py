@@ -50,7 +50,8 @@ def _wait_until_serving(url: str, seconds: float, pause: float = 1.0, process=No
 
 
 def serve_lab(tmp_path_factory, name: str, notebooks: list[Path], **env_overrides: str):
-    """A JupyterLab on a free port over copies of `notebooks`, in the fast profile; yields its URL."""
+    """A JupyterLab on a free port over copies of `notebooks`, in the fast profile with an empty runs
+    folder of its own (no earlier run's hand-overs or checkpoints); yields its URL."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} not found: install Debian's browser with `apt-get install -y chromium` "
                     "(never `playwright install`)")
@@ -69,7 +70,7 @@ def serve_lab(tmp_path_factory, name: str, notebooks: list[Path], **env_override
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
                JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
-               **env_overrides)
+               COURSE_RUNS=str(home / "runs"), **env_overrides)
     log = (home / "lab.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
@@ -116,6 +117,17 @@ def _open_and_run_all(page, url: str) -> None:
     pytest.fail("Run > Run All Cells did not start the notebook")
 
 
+def _wait_for_output(page, target, timeout: float = RUN_TIMEOUT_MS) -> None:
+    """Wait until `target` is in the page; fail at once, with the traceback, if a cell raised first
+    (Run All stops there, and the target would never come)."""
+    from playwright.sync_api import expect
+
+    traceback = page.locator(".jp-OutputArea-output", has_text="Traceback (most recent call last)")
+    expect(target.or_(traceback).first).to_be_attached(timeout=timeout)
+    if traceback.count():
+        pytest.fail(f"a cell raised while the notebook ran:\n{traceback.first.inner_text()[-3000:]}")
+
+
 def test_rollout_tree_notebook_in_chromium(lab):
     from playwright.sync_api import expect, sync_playwright
 
@@ -130,7 +142,8 @@ def test_rollout_tree_notebook_in_chromium(lab):
             trees = page.locator("[data-testid=tree-widget]")
             playground = page.locator(".srt-playground")
             # three trees: the rollout's group, the playground's, the untrusted example
-            expect(trees).to_have_count(3, timeout=RUN_TIMEOUT_MS)
+            _wait_for_output(page, trees.nth(2))
+            expect(trees).to_have_count(3)
             status = playground.locator(".srt-playground-status")
             expect(status).to_contain_text("run 1:", timeout=RUN_TIMEOUT_MS)
 
@@ -194,7 +207,7 @@ def test_evaluation_notebook_shows_its_tables_as_html_tables(lab):
             _open_and_run_all(page, f"{lab}/lab/tree/{EVALUATION.name}")
             # the solution cell is the last one: once it has printed, every table is drawn
             outputs = page.locator(".jp-OutputArea-output")
-            expect(outputs.filter(has_text="correct").last).to_be_attached(timeout=RUN_TIMEOUT_MS)
+            _wait_for_output(page, outputs.filter(has_text="correct").last)
             expect(page.locator("[data-testid=tree-widget] [data-testid=tree-leaf]").first).to_be_attached()
             tables = outputs.locator("table.srt-table")
             # base vs checkpoint, the baselines, the recorded runs: each a compared-columns table plus its full one

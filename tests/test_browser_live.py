@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers.policies import POLICY_LABELS, TRAINED_POLICY, unavailable_reason
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, RUN_TIMEOUT_MS, _open_and_run_all, serve_lab
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, RUN_TIMEOUT_MS, _open_and_run_all, _wait_for_output, serve_lab
 
 MODEL = "qwen2.5-0.5b"
 
@@ -52,7 +52,7 @@ def test_the_playground_runs_the_trained_policy_and_a_search_budget_changes_its_
 
             playground = page.locator(".srt-playground")
             status = playground.locator(".srt-playground-status")
-            expect(status).to_contain_text("run 1:", timeout=RUN_TIMEOUT_MS)
+            _wait_for_output(page, status.filter(has_text="run 1:"))
 
             # the trained policy is the default; picking it again must keep it (and not re-run)
             picker = playground.locator(".srt-picker-policy select")

@@ -12,6 +12,7 @@ from helpers import config, policies
 from helpers.policies import (
     PolicyNotAvailable,
     default_policy,
+    learner_checkpoints,
     load_policy,
     policy_options,
     recorded_or_learner,
@@ -89,6 +90,17 @@ def test_a_recorded_policy_that_cannot_run_here_is_replaced_by_notebook_09s_chec
     assert recorded_or_learner("sft_grpo", "qwen2.5-0.5b") == "sft_grpo"  # the recorded adapter first
     assert recorded_or_learner("sft", "qwen2.5-0.5b") == "local://sft/w/s"
     assert recorded_or_learner("sft_grpo", "smollm2-135m") == "local://run/w/s"
+
+
+def test_a_checkpoint_notebook_09_saved_and_that_is_gone_is_not_offered(results, monkeypatch, tmp_path):
+    kept, gone = tmp_path / "grpo" / "final", tmp_path / "elsewhere" / "grpo" / "final"
+    kept.mkdir(parents=True)
+    (kept / "meta.json").write_text('{"base_model": "smollm2-135m"}')
+    notebook_09 = {"summary": {"sampler_path": str(gone)}, "sft": str(kept)}
+    monkeypatch.setattr(course, "recall", lambda name: notebook_09 if name == "training_09" else None)
+    assert default_policy("smollm2-135m") == "base"
+    assert recorded_or_learner("sft", "smollm2-135m") == str(kept)
+    assert list(learner_checkpoints().values()) == [str(kept)]
 
 
 def test_paths_must_be_checkpoints_of_this_model(results, tmp_path):

@@ -329,3 +329,16 @@ def test_a_verdict_is_a_bool_that_displays_nothing(capsys):
     verdict = exercises.check_mask_on_paper(377, 28)
     assert bool(verdict) is True and verdict._ipython_display_() is None
     assert bool(exercises.check_mask_on_paper(1, 1)) is False
+
+
+def test_hand_overs_between_notebooks_live_with_this_checkouts_runs(monkeypatch, tmp_path):
+    from helpers import config
+    from helpers.widgets import course
+
+    monkeypatch.setattr(config, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path / "shared-cache"))
+    path = course.remember("rollout_05", {"answer": 1})
+    assert path.is_relative_to(tmp_path / "runs") and course.recall("rollout_05") == {"answer": 1}
+    # another checkout (its own runs folder) sharing the same cache sees none of it
+    monkeypatch.setattr(config, "RUNS_DIR", tmp_path / "other-checkout" / "runs")
+    assert course.recall("rollout_05") is None

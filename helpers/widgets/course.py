@@ -83,7 +83,8 @@ def run_rollout(examples: Sequence[Any], values: dict[str, Any], *, sampler: Any
 
 
 def state_dir() -> Path:
-    path = config.cache_dir() / "course-state" / f"{config.profile()}-{config.default_model()}"
+    """This checkout's hand-overs between notebooks, per profile and model."""
+    path = config.RUNS_DIR / "course-state" / f"{config.profile()}-{config.default_model()}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
