@@ -98,11 +98,8 @@ def _learner_paths() -> dict[str, str]:
     trained = recall("training_09") or {}
     found = {"sft_grpo": (trained.get("summary") or {}).get("sampler_path"), "sft": trained.get("sft")}
     # a checkpoint deleted since (or a runs/ folder moved) is no choice at all
-    return {name: str(path) for name, path in found.items() if path and _holds_checkpoint(str(path))}
-
-
-def _holds_checkpoint(path: str) -> bool:
-    return "://" in path or (Path(path) / "meta.json").is_file()
+    return {name: str(path) for name, path in found.items()
+            if path and ("://" in str(path) or _meta(Path(path)) is not None)}
 
 
 def learner_checkpoints() -> dict[str, str]:

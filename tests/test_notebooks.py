@@ -48,13 +48,9 @@ def test_notebook_is_stored_without_outputs_and_matches_its_py_pair(path):
 def fresh_course_state(tmp_path_factory):
     """Notebooks hand results on (05's rollout, 09's checkpoint): each test run starts with an
     empty runs folder of its own, so neither an earlier run nor the learner's state is read."""
-    old = os.environ.get("COURSE_RUNS")
-    os.environ["COURSE_RUNS"] = str(tmp_path_factory.mktemp("runs"))
-    yield
-    if old is None:
-        os.environ.pop("COURSE_RUNS")
-    else:
-        os.environ["COURSE_RUNS"] = old
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COURSE_RUNS", str(tmp_path_factory.mktemp("runs")))
+        yield
 
 
 def _execute(path: Path) -> tuple[nbformat.NotebookNode, float]:
