@@ -97,6 +97,24 @@ PRESETS["h200_search"] = {**PRESETS["h200"], "grpo": {
     **PRESETS["h200"]["grpo"], "reward": "evidence", "dynamic_sampling": True, "dynamic_sampling_rounds": 3,
     "synthetic_share": 0.25}}
 
+# The search agent's recipe: GRPO in stages, each starting from the previous stage's adapter.
+# 1 "habit": a reward for gold passages retrieved (helpers.evidence) with half of each batch from the
+#   synthetic multi-hop split keeps and grows the second search the SFT teacher demonstrated (exact match
+#   alone from SFT removes it within ~30 updates);
+# 2 "answers": exact match on the same mix turns the habit into right answers once it is there;
+# 3 "trim": the gated reward's group-anchored tool-call penalty (Perplexity's post) removes the searches
+#   that do not pay (after stage 2 the policy also searches twice on most single-hop questions).
+AGENT_STAGES: dict[str, dict[str, Any]] = {
+    "habit": dict(reward="evidence", reward_options={"gain": 0.3}, synthetic_share=0.5, dynamic_sampling=True,
+                  dynamic_sampling_rounds=3),
+    "answers": dict(reward="exact_match", synthetic_share=0.5, dynamic_sampling=True, dynamic_sampling_rounds=3),
+    "trim": dict(reward="gated", reward_options={"lambda_tool": 0.2, "lambda_len": 0.0}, synthetic_share=0.5),
+}
+PRESETS["h200_agent"] = {**PRESETS["h200"], "stages": AGENT_STAGES,
+                         "run": dict(grpo_minutes=9.0, stage_minutes={"habit": 9.0, "answers": 12.0, "trim": 6.0})}
+PRESETS["cpu-dry-agent"] = {**PRESETS["cpu-dry"], "stages": AGENT_STAGES,
+                            "run": dict(grpo_minutes=10.0, stage_minutes={})}
+
 EVALS = (  # label, mode, which checkpoint
     ("base_closed_book", "closed_book", None),
     ("base_rag", "rag", None),
@@ -114,6 +132,8 @@ class Plan:
     grpo: TrainConfig
     eval: EvalConfig
     grpo_minutes: float
+    stages: dict[str, TrainConfig] = dataclasses.field(default_factory=dict)  # the recipe's GRPO stages, in order
+    stage_minutes: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def _override(target, name: str, text: str):
@@ -176,6 +196,8 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
     for item in [*tracked, *overrides]:
         key, _, value = item.partition("=")
         section, _, name = key.partition(".")
+        if section in spec.get("stages", {}):
+            continue  # a stage's own field: applied below
         if section not in configs or not name:
             raise SystemExit(f"--set takes sft.<field>=v, grpo.<field>=v or eval.<field>=v "
                              f"(grpo.rollout.<field>=v for a budget), got {item!r}")
@@ -187,7 +209,15 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
     if shared:
         print(f"warning: {shared} GRPO questions are SFT questions too (grpo.skip={grpo.skip}); "
               "set grpo.skip >= sft.limit (counted within grpo.data_source, if set) to keep them apart", flush=True)
-    return Plan(out_path, work_path, sft, grpo, evaluation, grpo_minutes)
+    stages = {name: updated(grpo, {**fields, "out": str(work_path / f"grpo_{name}")})
+              for name, fields in spec.get("stages", {}).items()}
+    for item in overrides:  # --set grpo.<field> applies to every stage; --set <stage>.<field> to one
+        key, _, value = item.partition("=")
+        section, _, name = key.partition(".")
+        if section in stages and name:
+            stages[section] = _override(stages[section], name, value)
+    return Plan(out_path, work_path, sft, grpo, evaluation, grpo_minutes, stages,
+                dict(spec["run"].get("stage_minutes", {})))
 
 
 # --------------------------------------------------------------------------- stages
@@ -204,10 +234,39 @@ def _sft_result(plan: Plan) -> dict:
     return json.loads(path.read_text())
 
 
-def stage_grpo(plan: Plan, max_minutes: float | None, on_step=None) -> dict:
-    sft = _sft_result(plan)
-    config = dataclasses.replace(plan.grpo, init_from=sft["state_path"], max_minutes=max_minutes)
-    return train(config, on_step=on_step or _print_step)
+def stage_grpo(plan: Plan, max_minutes: float | None, on_step=None, only: Sequence[str] | None = None,
+               init_from: str | None = None) -> dict:
+    """GRPO from the SFT checkpoint, or the recipe's stages in order (each from the previous one's).
+
+    `init_from` replaces the start of the first stage run (an exported adapter from an earlier run);
+    a finished stage is skipped, an unfinished one resumes from its last checkpoint.
+    """
+    if not plan.stages:
+        start = init_from or _sft_result(plan)["state_path"]
+        config = dataclasses.replace(plan.grpo, init_from=start, max_minutes=max_minutes)
+        return train(config, on_step=on_step or _print_step)
+    unknown = sorted(set(only or ()) - set(plan.stages))
+    if unknown:
+        raise SystemExit(f"--grpo-stage: unknown stage(s) {unknown}; the recipe's stages are {list(plan.stages)}")
+    summaries: dict[str, dict] = {}
+    start = init_from
+    for name, config in plan.stages.items():
+        summary_path = Path(config.out) / "summary.json"
+        if only and name not in only:
+            if summary_path.exists():
+                start = json.loads(summary_path.read_text()).get("checkpoint") or start
+            continue
+        if summary_path.exists() and json.loads(summary_path.read_text()).get("finished"):
+            start = json.loads(summary_path.read_text()).get("checkpoint")
+            continue
+        start = start or _sft_result(plan)["state_path"]
+        minutes = max_minutes if max_minutes is not None else plan.stage_minutes.get(name, plan.grpo_minutes)
+        print(f"stage {name}: {config.reward} reward, synthetic share {config.synthetic_share}, from {start}, "
+              f"{minutes} min", flush=True)
+        summaries[name] = train(dataclasses.replace(config, init_from=start, max_minutes=minutes),
+                                on_step=on_step or _print_step)
+        start = summaries[name].get("checkpoint") or start
+    return summaries
 
 
 def _signed(value) -> str:
@@ -231,8 +290,17 @@ def _print_step(metrics: dict) -> None:
 
 
 def grpo_policy_path(plan: Plan) -> str | None:
-    """The final sampler weights if GRPO finished, else its latest checkpoint (None: no GRPO yet)."""
-    run = RunDir(plan.grpo.out)
+    """The final sampler weights if GRPO finished, else its latest checkpoint (None: no GRPO yet).
+
+    With a staged recipe: the last stage that has a checkpoint."""
+    for config in reversed(list(plan.stages.values())):
+        if RunDir(config.out).last_checkpoint():
+            return _policy_of(config)
+    return _policy_of(plan.grpo)
+
+
+def _policy_of(config: TrainConfig) -> str | None:
+    run = RunDir(config.out)
     summary_path = run.path / "summary.json"
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
@@ -345,32 +413,44 @@ def search_learned_section(evals: dict[str, list[dict]], backend: str, out: Path
             format_search_learned(tables), "", "![was search learned](search_learned.png)", ""]
 
 
+def _training_section(out: Path, folder: str, config: TrainConfig) -> list[str]:
+    """Markdown + plot of one GRPO run (a stage of the recipe, or the one GRPO run)."""
+    path = out / folder / "metrics.jsonl"
+    metrics = read_jsonl(path) if path.exists() else []
+    if not metrics:
+        return []
+    title = f"GRPO on {config.model}" if folder == "grpo" else f"GRPO stage {folder[5:]} ({config.reward}) on {config.model}"
+    plot_training(metrics, out / f"{folder}_training.png", title=title)
+    quarters = {key: first_last_quarter(metrics, key) for key in
+                ("reward_mean", "exact_match", "valid_format_rate", "search_calls_mean", "multi_search_share",
+                 "degenerate_group_share", "time_step")}
+    heading = "## GRPO training" if folder == "grpo" else f"## GRPO stage `{folder[5:]}`: {config.reward} reward"
+    return [
+        heading, "",
+        f"{len(metrics)} steps, {config.questions_per_batch} questions x group {config.rollout.group_size}, "
+        f"synthetic share {config.synthetic_share}; first quarter vs last quarter of steps:", "",
+        "| metric | first | last |", "|---|---|---|",
+        *(f"| {key} | {first:.3f} | {last:.3f} |" for key, (first, last) in quarters.items()),
+        "", f"![GRPO training]({folder}_training.png)", "",
+    ]
+
+
 def stage_report(plan: Plan) -> Path:
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
-    sft_dir, grpo_dir = Path(plan.sft.out), Path(plan.grpo.out)
+    sft_dir = Path(plan.sft.out)
+    runs = {f"grpo_{name}": config for name, config in plan.stages.items()} or {"grpo": plan.grpo}
     # Same layout as the run folders, so notebooks find <x>/metrics.jsonl (sft/ and grpo/) and eval/*.jsonl.
-    for folder, source_dir, names in (("sft", sft_dir, ("metrics.jsonl", "result.json", "config.json")),
-                                      ("grpo", grpo_dir, ("metrics.jsonl", "summary.json", "config.json"))):
+    copies = [("sft", sft_dir, ("metrics.jsonl", "result.json", "config.json"))]
+    copies += [(folder, Path(config.out), ("metrics.jsonl", "summary.json", "config.json")) for folder, config in runs.items()]
+    for folder, source_dir, names in copies:
         for name in names:
             if (source_dir / name).exists():
                 (out / folder).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source_dir / name, out / folder / name)
     lines = [f"# Experiment `{out.name}`", ""]
-    metrics = read_jsonl(out / "grpo" / "metrics.jsonl") if (out / "grpo" / "metrics.jsonl").exists() else []
-    if metrics:
-        plot_training(metrics, out / "grpo_training.png", title=f"GRPO on {plan.grpo.model}")
-        quarters = {key: first_last_quarter(metrics, key) for key in
-                    ("reward_mean", "exact_match", "valid_format_rate", "search_calls_mean", "multi_search_share",
-                     "degenerate_group_share", "time_step")}
-        lines += [
-            "## GRPO training", "",
-            f"{len(metrics)} steps, {plan.grpo.questions_per_batch} questions x group {plan.grpo.rollout.group_size}; "
-            f"first quarter vs last quarter of steps:", "",
-            "| metric | first | last |", "|---|---|---|",
-            *(f"| {key} | {first:.3f} | {last:.3f} |" for key, (first, last) in quarters.items()),
-            "", "![GRPO training](grpo_training.png)", "",
-        ]
+    for folder, config in runs.items():
+        lines += _training_section(out, folder, config)
     if (out / "sft" / "metrics.jsonl").exists():
         sft_rows = read_jsonl(out / "sft" / "metrics.jsonl")
         sft_result = json.loads((out / "sft" / "result.json").read_text()) if (out / "sft" / "result.json").exists() else {}
@@ -400,7 +480,7 @@ def stage_report(plan: Plan) -> Path:
             tracker.log_table("eval/all", {label: summary[ALL] for label, summary in summaries.items()})
         lines += tables + ["![strict EM](eval_em_strict.png)", ""]
         (out / "summary_eval.json").write_text(json.dumps(summaries, indent=2))
-    policy = grpo_policy_path(plan) if (grpo_dir / "checkpoints.jsonl").exists() else None
+    policy = grpo_policy_path(plan) if any((Path(c.out) / "checkpoints.jsonl").exists() for c in runs.values()) else None
     if policy:
         adapter = export_adapter(policy, out / "adapter")
         size = (adapter / "adapter.safetensors").stat().st_size
@@ -432,6 +512,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="budget of the whole command; GRPO gets what is left after SFT minus the eval reserve")
     parser.add_argument("--eval-reserve-min", type=float, default=6.0)
     parser.add_argument("--only", default=None, help="eval stage: comma list of evaluations to run (default all)")
+    parser.add_argument("--grpo-stage", default=None, help="grpo stage of a staged recipe: comma list of its stages "
+                        "to run (default: every stage not yet finished, in order)")
+    parser.add_argument("--init-from", default=None, help="grpo stage: start from this checkpoint or exported "
+                        "adapter instead of the SFT result (or the previous stage's)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
     parser.add_argument("--tracker", default=None, choices=TRACKERS,
                         help="mirror SFT, GRPO and evaluation metrics to a tracker (= --set <stage>.tracker=...)")
@@ -444,6 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (plan.out / "config.json").write_text(json.dumps(
         {"preset": args.preset, "overrides": args.overrides, "sft": dataclasses.asdict(plan.sft),
          "grpo": dataclasses.asdict(plan.grpo), "eval": dataclasses.asdict(plan.eval),
+         "stages": {name: dataclasses.asdict(config) for name, config in plan.stages.items()},
          "env": {k: os.environ.get(k) for k in ("COURSE_PROFILE", "COURSE_BACKEND", "COURSE_MODEL")}}, indent=2))
     started = time.perf_counter()
 
@@ -459,14 +544,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "sft" in stages:
         print(json.dumps({k: v for k, v in stage_sft(plan).items() if k != "losses"}, indent=1), flush=True)
     if "grpo" in stages:
-        limit = args.max_minutes if args.max_minutes is not None else plan.grpo_minutes
+        # a staged recipe gives each stage its own minutes unless --max-minutes caps every stage
+        limit = args.max_minutes if args.max_minutes is not None else (None if plan.stages else plan.grpo_minutes)
         left = remaining()
         if left is not None:
-            limit = min(limit, left - (args.eval_reserve_min if "eval" in stages else 0.5))
-        if limit <= 0:
+            reserve = left - (args.eval_reserve_min if "eval" in stages else 0.5)
+            limit = reserve if limit is None else min(limit, reserve)
+        if limit is not None and limit <= 0:
             print("no time left for GRPO in this command's budget", flush=True)
         else:
-            print(json.dumps(stage_grpo(plan, limit), indent=1), flush=True)
+            only = args.grpo_stage.split(",") if args.grpo_stage else None
+            print(json.dumps(stage_grpo(plan, limit, only=only, init_from=args.init_from), indent=1), flush=True)
     if "eval" in stages:
         limit = args.max_minutes
         left = remaining()

@@ -501,3 +501,87 @@ def test_warm_up_decodes_every_requested_shape(service):
     assert after["sampled_rows"] - before["sampled_rows"] == 4  # every row of every shape was decoded
     assert after["decode_batches"] - before["decode_batches"] == 2  # each shape's rows in one batch
     assert all(t["seconds"] > 0 for t in timings)
+
+
+def _random_adapter(service, seed: int, train_unembed: bool):
+    """A sampling client whose LoRA is far from zero (B is zero at init), on every projection."""
+    tc = service.create_lora_training_client(MODEL, rank=4, seed=seed, train_unembed=train_unembed)
+    host = get_host(MODEL)
+
+    def perturb():
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, param in host.peft.named_parameters():
+                if "lora_B" in name and f".run_{tc.training_run_cuid}." in name:
+                    param.copy_(torch.randn(param.shape, generator=gen) * 0.05)
+                    changed.append(name)
+
+    changed: list[str] = []
+    host.call(perturb).result()
+    assert changed
+    return tc.save_weights_and_get_sampling_client()
+
+
+def test_graph_decoding_matches_the_transformers_forward(service, tokenizer, monkeypatch):
+    """The decode step written out in tensor ops (what the GPU replays as CUDA graphs) draws the
+    same tokens with the same logprobs as transformers' forward, with and without a LoRA adapter,
+    for rows of different prompt lengths, stop strings and sampling settings."""
+    clients = [service.create_sampling_client(base_model=MODEL), _random_adapter(service, 21, train_unembed=True)]
+    prompts = [list(tokenizer.encode("1, 2, 3, 4, 5,")), list(tokenizer.encode("The longest river in the world is"))]
+
+    async def batch(sc):
+        return await asyncio.gather(*[
+            sc.sample_async(prompt=trio.ModelInput.from_ints(p), num_samples=3,
+                            sampling_params=params(max_tokens=11 + 3 * i, seed=i, stop=[","] if i == 0 else None,
+                                                   top_p=0.9 if i else 1.0))
+            for i, p in enumerate(prompts)
+        ])
+
+    for sc in clients:
+        results = {}
+        for path in ("dynamic", "graphs"):
+            monkeypatch.setenv("COURSE_ENGINE_DECODE", path)
+            results[path] = asyncio.run(batch(sc))
+        for dynamic, graphs in zip(results["dynamic"], results["graphs"]):
+            for a, b in zip(dynamic.sequences, graphs.sequences):
+                assert a.tokens == b.tokens and a.stop_reason == b.stop_reason
+                assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    adapted = [s.tokens for r in results["graphs"] for s in r.sequences]
+    monkeypatch.setenv("COURSE_ENGINE_DECODE", "graphs")
+    base = [s.tokens for r in asyncio.run(batch(clients[0])) for s in r.sequences]
+    assert adapted != base  # the adapter is really applied on the graph path
+
+
+def test_an_unknown_decode_path_is_refused(service, monkeypatch):
+    from helpers.engine.sampler import decode_path
+
+    monkeypatch.setenv("COURSE_ENGINE_DECODE", "warp")
+    with pytest.raises(ValueError, match="COURSE_ENGINE_DECODE"):
+        decode_path(get_host(MODEL))
+
+
+def test_capturing_a_graph_does_not_advance_the_decode_state(service, tokenizer, monkeypatch):
+    """Capturing a CUDA graph runs its chunk once for real. Here (no CUDA) that run is simulated:
+    the tokens must still be those of the transformers forward, so the capture must happen before
+    the state is filled with the batch it decodes."""
+    from helpers.engine import graphs
+
+    original = graphs.GraphDecoder.runner
+
+    def capturing_runner(self, weights, state, slot, truncate, greedy):
+        run = original(self, weights, state, slot, truncate, greedy)
+        run()  # what the warm-up before a capture does to the state
+        return run
+
+    sc = service.create_sampling_client(base_model=MODEL)
+    prompt = list(tokenizer.encode("The longest river in the world is"))
+
+    def sample():
+        return sc.sample(prompt=trio.ModelInput.from_ints(prompt), num_samples=2,
+                         sampling_params=params(max_tokens=12, seed=4)).result()
+
+    monkeypatch.setenv("COURSE_ENGINE_DECODE", "dynamic")
+    expected = [s.tokens for s in sample().sequences]
+    monkeypatch.setenv("COURSE_ENGINE_DECODE", "graphs")
+    monkeypatch.setattr(graphs.GraphDecoder, "runner", capturing_runner)
+    assert [s.tokens for s in sample().sequences] == expected

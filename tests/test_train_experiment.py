@@ -144,3 +144,61 @@ def test_cli_records_the_command_and_config(tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["eval"]["limit"] == 1 and config["preset"] == "cpu-dry"
     assert {label for label, _, _ in EVALS} == {"base_closed_book", "base_rag", "base_agent", "sft", "sft_grpo"}
+
+
+def test_the_agent_recipe_runs_its_stages_in_order_each_from_the_previous(tmp_path, monkeypatch):
+    import helpers.experiment as experiment
+
+    plan = make_plan("cpu-dry-agent", str(tmp_path / "r"), str(tmp_path / "w"), overrides=["habit.learning_rate=3e-5"])
+    assert list(plan.stages) == ["habit", "answers", "trim"]
+    assert [c.reward for c in plan.stages.values()] == ["evidence", "exact_match", "gated"]
+    assert all(c.synthetic_share == 0.5 for c in plan.stages.values())
+    assert plan.stages["habit"].learning_rate == 3e-5 and plan.stages["answers"].learning_rate == plan.grpo.learning_rate
+    ran = []
+
+    def fake_train(config, on_step=None):
+        ran.append((Path(config.out).name, config.init_from, config.max_minutes))
+        folder = Path(config.out)
+        folder.mkdir(parents=True, exist_ok=True)
+        summary = {"finished": True, "checkpoint": f"ckpt-{folder.name}"}
+        (folder / "summary.json").write_text(json.dumps(summary))
+        return summary
+
+    monkeypatch.setattr(experiment, "train", fake_train)
+    experiment.stage_grpo(plan, 2.0, init_from="exported-sft")
+    assert ran == [("grpo_habit", "exported-sft", 2.0), ("grpo_answers", "ckpt-grpo_habit", 2.0),
+                   ("grpo_trim", "ckpt-grpo_answers", 2.0)]
+    ran.clear()
+    experiment.stage_grpo(plan, None)  # every stage finished: nothing runs again
+    assert ran == []
+    (tmp_path / "w" / "grpo_trim" / "summary.json").unlink()
+    experiment.stage_grpo(plan, None, only=["trim"])  # one stage, from the stage before it
+    assert ran == [("grpo_trim", "ckpt-grpo_answers", plan.grpo_minutes)]
+    with pytest.raises(SystemExit, match="unknown stage"):
+        experiment.stage_grpo(plan, None, only=["polish"])
+
+
+def test_a_stage_command_exits_zero_with_its_engine_thread_stopped(tmp_path):
+    """A command that did its work exits 0, and no engine worker thread is left inside torch when
+    the interpreter tears down (on a GPU such a thread made C++ abort the exit)."""
+    import os
+    import subprocess
+    import sys
+
+    check = (
+        "import atexit, threading, sys\n"
+        "def left():\n"
+        "    alive = [t.name for t in threading.enumerate() if t.name.startswith('engine-') and t.is_alive()]\n"
+        "    print('engine threads alive at exit:', alive, flush=True)\n"
+        "atexit.register(left)\n"  # registered first, so it runs after the engine's own exit handler
+        "import runpy\n"
+        "sys.argv = ['helpers.experiment'] + sys.argv[1:]\n"
+        "runpy.run_module('helpers.experiment', run_name='__main__')\n"
+    )
+    args = ["--preset", "cpu-dry", "--out", str(tmp_path / "r"), "--work", str(tmp_path / "w"), "--stage", "eval",
+            "--only", "base_agent", "--set", "eval.limit=1"]
+    env = {**os.environ, "COURSE_RUNS": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, "-c", check, *args], capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "r" / "eval" / "base_agent.jsonl").exists()
+    assert "engine threads alive at exit: []" in done.stdout

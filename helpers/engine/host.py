@@ -9,6 +9,7 @@ milliseconds are decoded together in one batch.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import queue
 import sys
@@ -22,6 +23,23 @@ from helpers import config
 
 _HOSTS: dict[tuple[str, str, str], "ModelHost"] = {}
 _HOSTS_LOCK = threading.Lock()
+_STOP = object()  # the worker's last job: it returns, so no thread is inside torch at interpreter exit
+
+
+def shutdown_hosts(timeout: float = 60.0) -> None:
+    """Stop every host's worker thread after the work queued before (run at interpreter exit).
+
+    A daemon worker still alive when the interpreter tears down can be inside a CUDA or autograd
+    call; C++ then aborts ("terminate called without an active exception") and a command that
+    finished its work exits with a non-zero status.
+    """
+    with _HOSTS_LOCK:
+        hosts = list(_HOSTS.values())
+    for host in hosts:
+        host.close(timeout)
+
+
+atexit.register(shutdown_hosts)
 
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
@@ -104,6 +122,8 @@ class ModelHost:
         self.stats = {"decode_batches": 0, "sample_requests": 0, "sampled_rows": 0}
         self._static_caches: dict = {}  # (rows, length) -> StaticCache, most recent last
         self._steps: dict = {}  # id(model) -> decode step (compiled on CUDA)
+        self._graph_decoder = None  # helpers.engine.graphs.GraphDecoder, made on first use
+        self.active_slot: str | None = None  # the sampler slot in use (None: the base model)
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name=f"engine-{name}", daemon=True)
         self._thread.start()
@@ -120,10 +140,18 @@ class ModelHost:
         return job.future
 
     # -- worker -----------------------------------------------------------------------
+    def close(self, timeout: float = 60.0) -> None:
+        """Finish the queued work, then stop the worker thread (the host takes no work after)."""
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join(timeout)
+
     def _loop(self) -> None:
         deferred: list = []
         while True:
             job = deferred.pop(0) if deferred else self._queue.get()
+            if job is _STOP:
+                return
             if isinstance(job, CallJob):
                 self._run_call(job)
                 continue
@@ -252,10 +280,11 @@ class ModelHost:
         import contextlib
 
         if snapshot is None:
+            self.active_slot = None
             if self.peft is None:
                 return contextlib.nullcontext()
             return self.peft.disable_adapter()
-        slot = snapshot.slot
+        slot = self.active_slot = snapshot.slot
         if self.loaded_slots.get(slot) != snapshot.uid:
             self.load_adapter_state(slot, snapshot.tensors)
             self.loaded_slots[slot] = snapshot.uid
@@ -327,6 +356,14 @@ class ModelHost:
 
         self._steps[key] = step
         return step
+
+    def graph_decoder(self):
+        """The CUDA-graph decoder of this host (its buffers and graphs live as long as the host)."""
+        if self._graph_decoder is None:
+            from helpers.engine.graphs import GraphDecoder
+
+            self._graph_decoder = GraphDecoder(self)
+        return self._graph_decoder
 
     def forward_model(self):
         """The module to call for logits: the peft wrapper once adapters exist."""

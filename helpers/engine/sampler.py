@@ -154,7 +154,8 @@ def draw(logits, params: DrawParams, step: int):
         drop = (ranks[None, :] >= params.top_k) | (before > params.top_p)
         probs = probs.masked_fill(drop, 0.0)
     cdf = probs.double().cumsum(-1)
-    u = params.uniforms[:, step]
+    # a device-side step counter (a captured graph) reads its column without a host sync
+    u = params.uniforms[:, step] if isinstance(step, int) else params.uniforms.index_select(1, step)[:, 0]
     pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).clamp_(max=probs.shape[-1] - 1)
     tokens = order.gather(1, pick).squeeze(1) if params.truncate else pick.squeeze(1)
     if params.greedy is not None:
@@ -178,24 +179,66 @@ def _accept(row: Row, token: int, logprob: float, tokenizer) -> bool:
 def _stopped_by_string(row: Row, tokenizer) -> bool:
     if not row.stop_strings:
         return False
+    # A stop string can only have just appeared if the new token's text holds its last character
+    # (or the token is part of a character split over several tokens): skip the decode otherwise.
+    piece = _piece(tokenizer, row.tokens[-1])
+    if "\ufffd" not in piece and not any(s[-1] in piece for s in row.stop_strings):
+        return False
     longest = max(len(s) for s in row.stop_strings)
     tail = tokenizer.decode(row.tokens[-(longest + 2):], skip_special_tokens=False)
     return any(s in tail for s in row.stop_strings)
 
 
-def use_static_cache(host) -> bool:
-    """Static KV cache + compiled decode step: on by default on CUDA (COURSE_ENGINE_STATIC=0/1 overrides)."""
+_PIECES: dict[tuple[int, int], str] = {}
+
+
+def _piece(tokenizer, token: int) -> str:
+    key = (id(tokenizer), token)
+    piece = _PIECES.get(key)
+    if piece is None:
+        piece = _PIECES[key] = tokenizer.decode([token], skip_special_tokens=False)
+    return piece
+
+
+DECODE_PATHS = ("graphs", "static", "dynamic")
+
+
+def decode_path(host) -> str:
+    """How a batch is decoded (COURSE_ENGINE_DECODE overrides):
+
+    - "graphs" (CUDA default): the step in plain tensor ops, replayed as CUDA graphs (helpers.engine.graphs);
+    - "static": transformers' forward over a static KV cache, compiled with torch.compile on CUDA;
+    - "dynamic" (CPU default): transformers' forward, finished rows leave the batch.
+    COURSE_ENGINE_STATIC=1/0 selects "static"/"dynamic" (older setting).
+    """
+    chosen = os.environ.get("COURSE_ENGINE_DECODE", "").strip()
+    if chosen:
+        if chosen not in DECODE_PATHS:
+            raise ValueError(f"COURSE_ENGINE_DECODE={chosen!r}: choose one of {DECODE_PATHS}")
+        return chosen
     flag = os.environ.get("COURSE_ENGINE_STATIC")
-    return host.device == "cuda" if flag is None else flag.strip() not in {"0", "false", ""}
+    if flag is not None:
+        return "static" if flag.strip() not in {"0", "false", ""} else "dynamic"
+    return "graphs" if host.device == "cuda" else "dynamic"
+
+
+def use_static_cache(host) -> bool:
+    """Whether decoding runs over a fixed-shape static KV cache (the graphs and static paths)."""
+    return decode_path(host) != "dynamic"
 
 
 def decode(host, rows: list[Row]) -> None:
     """Fill `tokens`, `logprobs` and `stop_reason` of every row (in place)."""
     import torch
 
+    from helpers.engine.graphs import decode_graphs
+
+    path = decode_path(host)
     with torch.inference_mode():
         first_logits, prefix, mask, next_pos = _prefill(host, rows)
-        if use_static_cache(host):
+        if path == "graphs":
+            decode_graphs(host, rows, first_logits, prefix, mask, next_pos)
+        elif path == "static":
             _decode_static(host, rows, first_logits, prefix, mask, next_pos)
         else:
             _decode_dynamic(host, rows, first_logits, prefix, mask, next_pos)

@@ -1,0 +1,203 @@
+"""What a GPU minute buys in GRPO: decode speed against the roofline, and the steps of real runs.
+
+    python benchmarks/bench_grpo_gpu.py decode --batch-sizes 1,64 --max-tokens 256   # this process's decode path
+    COURSE_ENGINE_DECODE=static python benchmarks/bench_grpo_gpu.py decode ...         # the compiled transformers step
+    python benchmarks/bench_grpo_gpu.py report runs/a/grpo_habit runs/b/grpo_habit        # GRPO runs' metrics
+
+`decode`: B distinct prompts sampled once each at temperature 1, `max-tokens` new tokens per row with
+EOS ignored, through the engine's sampling client (prefill included), after one untimed call whose
+time is reported as the first call (compilation, graph capture). A decode step yields one token per
+row; steps/s = max_tokens / seconds. The roofline is the fewest bytes a step must read, the weights
+once (the tied embedding counted once, as the output projection) plus each row's KV cache up to its
+length, over the device's copy bandwidth measured here (bytes read + written by a large copy).
+
+`report`: from each run's `metrics.jsonl` the first step, the median later step and its parts,
+updates per minute and informative groups (groups whose rewards differ) per minute of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def copy_bandwidth(device: str) -> float | None:
+    """Bytes per second of a 2 GiB device-to-device copy (read + write), the median of 5."""
+    import torch
+
+    if device != "cuda":
+        return None
+    src = torch.empty(1 << 30, dtype=torch.bfloat16, device=device).normal_()
+    dst = torch.empty_like(src)
+    times = []
+    for _ in range(6):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del src, dst
+    return 2 * (1 << 30) * 2 / statistics.median(times[1:])
+
+
+def step_bytes(model, rows: int, context: int) -> int:
+    """Fewest bytes one decode step reads: every weight once, and each row's KV cache of `context` tokens."""
+    cfg = model.config
+    seen, weights = set(), 0
+    for param in model.parameters():
+        if param.data_ptr() in seen:
+            continue
+        seen.add(param.data_ptr())
+        weights += param.numel() * param.element_size()
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    element = next(model.parameters()).element_size()
+    kv = cfg.num_hidden_layers * 2 * cfg.num_key_value_heads * head_dim * context * rows * element
+    return weights + kv
+
+
+def bench_decode(args) -> dict:
+    import pytrio as trio
+    import torch
+
+    from helpers import config
+    from helpers.engine import connect
+    from helpers.engine.host import get_host
+    from helpers.engine.sampler import decode_path
+
+    host = get_host(args.model)
+    service = connect("local")
+    sc = (service.create_sampling_client(base_model=args.model, model_path=args.adapter) if args.adapter
+          else service.create_sampling_client(base_model=args.model))
+    bandwidth = copy_bandwidth(host.device) if args.bandwidth is None else args.bandwidth * 1e12
+    rows_out = []
+    for batch in [int(b) for b in args.batch_sizes.split(",") if b]:
+        prompts = []
+        for i in range(batch):
+            messages = [{"role": "user", "content": f"({i}) Explain, step by step, how a search engine ranks pages."}]
+            prompts.append(list(host.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                                   return_dict=True)["input_ids"]))
+
+        async def run():
+            params = [trio.SamplingParams(max_tokens=args.max_tokens, temperature=1.0, seed=i) for i in range(batch)]
+            return await asyncio.gather(*[sc.sample_async(prompt=trio.ModelInput.from_ints(p), num_samples=1,
+                                                          sampling_params=sp) for p, sp in zip(prompts, params)])
+
+        saved, host.eos_ids = host.eos_ids, set()
+        try:
+            start = time.perf_counter()
+            asyncio.run(run())
+            first = time.perf_counter() - start
+            times = []
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                responses = asyncio.run(run())
+                times.append(time.perf_counter() - start)
+        finally:
+            host.eos_ids = saved
+        seconds = statistics.median(times)
+        tokens = sum(len(s.tokens) for r in responses for s in r.sequences)
+        steps_s = args.max_tokens / seconds
+        context = int(statistics.mean(len(p) for p in prompts) + args.max_tokens / 2)
+        need = step_bytes(host.model, batch, context)
+        roof = bandwidth / need if bandwidth else None
+        row = {"batch": batch, "decode_path": decode_path(host), "first_call_s": round(first, 2),
+               "steps_per_s": round(steps_s, 1), "tokens_per_s": round(tokens / seconds, 1),
+               "bytes_per_step": need, "roofline_steps_per_s": None if roof is None else round(roof, 1),
+               "roofline_share": None if roof is None else round(steps_s / roof, 3)}
+        row.update(agreement(sc, prompts, responses, args.check_rows))
+        rows_out.append(row)
+        share = "" if roof is None else f"  roofline {roof:,.0f} steps/s -> {steps_s / roof:.1%}"
+        print(f"[{row['decode_path']}] batch {batch:>3}: {steps_s:8.1f} steps/s  {tokens / seconds:9.1f} tok/s  "
+              f"first call {first:6.1f} s{share}  sampler-vs-forward KL(k3) {row['kl_k3']:.2e}", flush=True)
+    return {"model": args.model, "device": host.device, "dtype": str(host.dtype), "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name() if host.device == "cuda" else None,
+            "bandwidth_bytes_s": bandwidth, "compile": os.environ.get("COURSE_ENGINE_COMPILE"),
+            "profile": config.profile(), "rows": rows_out}
+
+
+def agreement(sc, prompts, responses, rows: int) -> dict:
+    """The sampled tokens' logprobs against one transformers forward over prompt + tokens (the
+    trainer's computation): the k3 estimate of KL(sampler || forward) per token, and the largest gap."""
+    import math
+
+    import pytrio as trio
+
+    k3, gaps = [], []
+    for prompt, response in list(zip(prompts, responses))[:rows]:
+        sequence = response.sequences[0]
+        forward = sc.compute_logprobs(trio.ModelInput.from_ints(prompt + list(sequence.tokens))).result()
+        for sampled, trained in zip(sequence.logprobs, forward[len(prompt):]):
+            log_ratio = trained - sampled
+            k3.append(math.exp(log_ratio) - 1 - log_ratio)
+            gaps.append(abs(log_ratio))
+    return {"kl_k3": sum(k3) / max(len(k3), 1), "max_logprob_gap": max(gaps, default=0.0)}
+
+
+def summarise_run(folder: Path) -> dict:
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    if not rows:
+        return {"run": str(folder), "steps": 0}
+    later = rows[1:] or rows
+    minutes = sum(r["time_step"] for r in rows) / 60
+    parts = {key: round(statistics.median(r.get(key, 0.0) for r in later), 2)
+             for key in ("time_step", "time_sampling", "time_search", "time_search_latency_sum", "time_training")}
+    informative = sum(r.get("informative_groups", 0) for r in rows)
+    return {"run": str(folder), "steps": len(rows), "first_step_s": round(rows[0]["time_step"], 1),
+            "median_step": parts, "minutes": round(minutes, 2),
+            "updates_per_min": round(len(rows) / minutes, 2) if minutes else None,
+            "informative_groups": informative,
+            "informative_groups_per_min": round(informative / minutes, 1) if minutes else None,
+            "kl_k3_max": max((r.get("kl_sampler_trainer_k3") or 0.0) for r in rows)}
+
+
+def report(args) -> list[dict]:
+    out = []
+    for folder in args.runs:
+        summary = summarise_run(Path(folder))
+        out.append(summary)
+        if not summary["steps"]:
+            print(f"{folder}: no steps", flush=True)
+            continue
+        m = summary["median_step"]
+        print(f"{folder}: {summary['steps']} updates in {summary['minutes']:.1f} min "
+              f"({summary['updates_per_min']:.2f}/min), first step {summary['first_step_s']:.1f} s, median step "
+              f"{m['time_step']:.1f} s (sampling {m['time_sampling']:.1f}, search {m['time_search']:.1f} of which "
+              f"searches {m['time_search_latency_sum']:.1f}, training {m['time_training']:.1f}), informative groups "
+              f"{summary['informative_groups_per_min']:.1f}/min, max sampler-trainer KL {summary['kl_k3_max']:.2e}",
+              flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    dec = sub.add_parser("decode")
+    dec.add_argument("--model", default="qwen2.5-0.5b")
+    dec.add_argument("--adapter", default=None, help="sample with this adapter (an exported LoRA folder)")
+    dec.add_argument("--batch-sizes", default="1,64")
+    dec.add_argument("--max-tokens", type=int, default=256)
+    dec.add_argument("--repeats", type=int, default=3)
+    dec.add_argument("--check-rows", type=int, default=8, help="rows whose logprobs are checked against the forward")
+    dec.add_argument("--bandwidth", type=float, default=None, help="TB/s (default: measured here)")
+    dec.add_argument("--out", default=None)
+    rep = sub.add_parser("report")
+    rep.add_argument("runs", nargs="+")
+    rep.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    result = bench_decode(args) if args.command == "decode" else report(args)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
