@@ -8,9 +8,9 @@ Nothing is given for searching: the reward sees only the end of the trajectory.
 
 Also here, because every stage that asks "is this the answer?" must ask it the same way:
 `matching_answer` / `contains_answer` (a gold answer inside a text); the reward functions a GRPO
-step can use (`GroupRewards`, `register_reward`, `make_reward`, `exact_match_reward`); `score`,
-which checks the answers of a step's groups and rewards them; and `assign_advantages`, the
-group-relative advantage with its exact-zero rule for groups without signal.
+step can use (`GroupRewards`, `register_reward`, `make_reward`, `exact_match_reward`); and `score`,
+which checks the answers of a step's groups and rewards them. What GRPO makes of the rewards, the
+group advantage, is the next stage: `helpers.advantages`.
 """
 
 from __future__ import annotations
@@ -208,32 +208,3 @@ def score(groups: Sequence[Any], reward_fn: RewardFn = exact_match_reward) -> di
             sums[name] = sums.get(name, 0.0) + float(sum(values))
         count += n
     return {name: total / count for name, total in sums.items()} if count else {}
-
-
-# --------------------------------------------------------------------------- group advantages
-
-EQUAL_REWARDS = 1e-12  # rewards closer than this count as equal: their group carries no signal
-
-
-def group_advantages(rewards: Sequence[float]) -> list[float]:
-    """reward - mean reward of the group, and exactly 0.0 for all when every reward is equal.
-
-    The exact zero matters: eight rewards of -0.1 have a float mean a hair away from -0.1, and
-    advantages of 1e-17 would pass a `!= 0` filter and train a group that teaches nothing.
-    """
-    rewards = [float(r) for r in rewards]
-    if not rewards or max(rewards) - min(rewards) <= EQUAL_REWARDS:
-        return [0.0] * len(rewards)
-    mean = sum(rewards) / len(rewards)
-    return [r - mean for r in rewards]
-
-
-def assign_advantages(groups: Sequence[Any]) -> int:
-    """Write each trajectory's group advantage (`group_advantages`); returns the degenerate groups."""
-    degenerate = 0
-    for group in groups:
-        values = group_advantages([t.reward for t in group.trajectories])
-        degenerate += all(v == 0.0 for v in values)
-        for trajectory, value in zip(group.trajectories, values):
-            trajectory.advantage = value
-    return degenerate
