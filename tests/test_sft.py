@@ -7,13 +7,10 @@ import pytest
 
 from helpers.data import SearchExample
 from helpers.search.types import SearchItem, SearchResult, SearchStats
-from helpers.sft import (
-    SFTConfig,
-    build_sft_datum,
-    find_answer_in,
-    run_sft,
-    teacher_trajectory,
-)
+from helpers.datums import build_sft_datum
+from helpers.reward import find_answer_in
+from helpers.sft import SFTConfig, run_sft
+from helpers.teacher import teacher_trajectory
 from helpers.train import weight_micro_batch_for_global_mean
 
 
@@ -63,7 +60,7 @@ def test_teacher_searches_again_for_a_name_it_read_in_the_evidence():
 
 
 def test_reachable_queries_only_use_what_the_policy_has_read():
-    from helpers.sft import names_in, reachable_queries
+    from helpers.teacher import names_in, reachable_queries
 
     assert names_in("In 1999 The Church of England met Sam Snead. There it was.") == ["Church of England", "Sam Snead"]
     items = [SearchItem(title="Masters Tournament", content="Won by Sam Snead at Augusta National in 1949."),
@@ -169,7 +166,7 @@ def test_teacher_hints_are_tried_before_the_reachable_queries():
 def test_gold_titles_come_from_the_split_metadata_and_the_corpus():
     from helpers.data import load_examples, load_rows
     from helpers.search.local import get_index
-    from helpers.sft import gold_titles
+    from helpers.teacher import gold_titles
 
     examples = load_examples("train", data_source="hotpotqa", limit=3)
     titles = gold_titles(examples)
@@ -300,7 +297,7 @@ def test_a_decomposing_teacher_searches_the_bridge_and_answers_from_the_first_ev
 
 
 def test_share_picks_the_same_questions_whatever_the_order():
-    from helpers.sft import in_share
+    from helpers.teacher import in_share
 
     keys = [f"q{i}" for i in range(2000)]
     picked = [k for k in keys if in_share(k, 0.3)]
@@ -323,7 +320,7 @@ def fixture_index():
 
 def test_keyword_queries_are_names_then_the_rarest_words_never_the_question_again(fixture_index):
     from helpers.search.local import analyze
-    from helpers.sft import keyword_queries
+    from helpers.teacher import keyword_queries
 
     question = "who was the actress Shirley Temple and which river flows through Paris"
     queries = keyword_queries(question, fixture_index)
@@ -336,7 +333,7 @@ def test_the_first_query_is_rewritten_only_where_keywords_retrieve_more_gold(fix
     from types import SimpleNamespace
 
     from helpers.search import local
-    from helpers.sft import rewritten_first_query
+    from helpers.teacher import rewritten_first_query
 
     search = local.LocalSearchClient(fixture_index, topk=1)
     missed = SimpleNamespace(id="r1", question="who was the actress Shirley Temple and which river flows through Paris",

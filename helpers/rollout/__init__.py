@@ -16,7 +16,7 @@ from helpers.rollout.continuity import (Stitched, TemplateRewroteHistory, assist
                                         check_continuity, stitch, suffix_prefix_overlap)
 from helpers.rollout.loop import assign_group_advantages, rollout_batch, rollout_groups, sample_requests_async
 from helpers.rollout.observation import (FittedObservation, TemplateAltersToolContent, ToolTurnFrame, fit_observation,
-                                         fit_tool_content, tool_turn_frame)
+                                         fit_tool_content, observe_search, search_call_message, tool_turn_frame)
 from helpers.rollout.tokens import token_table, trajectory_tokens
 from helpers.rollout.turns import (PendingSearch, SampleRequest, consume_assistant, finish_search, make_request,
                                    read_sequence, resolve_searches)
@@ -28,6 +28,6 @@ __all__ = [
     "RolloutStats", "SampleRequest", "SearchRecord", "Stitched", "TemplateAltersToolContent", "TemplateRewroteHistory",
     "ToolTurnFrame", "Trajectory", "assign_group_advantages", "assistant_closing_tokens", "build_next_prompt",
     "check_continuity", "consume_assistant", "finish_search", "fit_observation", "fit_tool_content", "groups_of",
-    "make_request", "read_sequence", "resolve_searches", "rollout_batch", "rollout_groups", "sample_requests_async",
-    "stitch", "suffix_prefix_overlap", "token_table", "tool_turn_frame", "trajectory_tokens",
+    "make_request", "observe_search", "read_sequence", "resolve_searches", "rollout_batch", "rollout_groups", "sample_requests_async",
+    "search_call_message", "stitch", "suffix_prefix_overlap", "token_table", "tool_turn_frame", "trajectory_tokens",
 ]

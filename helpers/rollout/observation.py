@@ -1,7 +1,8 @@
 """Fitting a search result into the tool turn: whole items, in rank order, within the token budgets.
 
 The one observation fitter of the course: the rollout fits every search with it, and the
-scripted teacher and the RAG baseline (`fit_observation`) show observations fitted the same way.
+scripted teacher and the RAG baseline (`fit_observation`, `observe_search`) show observations
+fitted the same way.
 """
 
 from __future__ import annotations
@@ -213,3 +214,21 @@ def fit_observation(
 
 
 _UNLIMITED = 1 << 40  # a trajectory budget no conversation reaches
+
+
+def search_call_message(query: str, call_id: str) -> dict[str, Any]:
+    """A written search call: a structured tool call that the chat template renders in its own format."""
+    call = {"type": "function", "id": call_id, "function": {"name": "search", "arguments": {"query": query}}}
+    return {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
+def observe_search(tokenizer: Any, messages: list[dict[str, Any]], query: str, call_id: str, result: SearchResult,
+                   max_tool_response_tokens: int | None) -> str | None:
+    """What the policy would read after searching `query` at the end of `messages`: `result` fitted
+    as the rollout fits it. None when not even one item fits; without a tokenizer or a budget, the
+    whole result."""
+    if tokenizer is None or max_tool_response_tokens is None:
+        return format_results(result)
+    fitted = fit_observation(tokenizer, messages, search_call_message(query, call_id), call_id, result,
+                             max_tool_response_tokens)
+    return fitted.content if fitted is not None else None
