@@ -142,6 +142,44 @@ def sft_examples(config: SFTConfig) -> list:
     return load_examples(config.split, limit=config.limit)
 
 
+def train_on_demonstrations(training_client, datums: list, config: SFTConfig, run: RunDir, tracker,
+                            progress: bool = True) -> list[float]:
+    """`config.epochs` shuffled passes of `cross_entropy` over the datums, one optimiser step per
+    `config.batch_size`; returns the per-token NLL of each step (each step logged to the run and tracker)."""
+    adam = pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
+    rng = random.Random(config.seed)
+    losses: list[float] = []
+    steps = 0
+    batches_per_epoch = -(-len(datums) // config.batch_size)
+    bar = tqdm(total=config.epochs * batches_per_epoch, desc="SFT steps", disable=not progress)
+    for epoch in range(config.epochs):
+        order = list(range(len(datums)))
+        rng.shuffle(order)
+        for start in range(0, len(order), config.batch_size):
+            batch = [datums[i] for i in order[start : start + config.batch_size]]
+            loss_sum, token_count = 0.0, 0.0
+            for micro_batch in pack_micro_batches(batch, config.micro_batch_datums, config.micro_batch_tokens):
+                output = _result(training_client.forward_backward(
+                    weight_micro_batch_for_global_mean(micro_batch, len(batch)), loss_fn="cross_entropy"))
+                metrics = getattr(output, "metrics", {}) or {}
+                # Weighted loss_sum: divide by weight to report plain per-token NLL.
+                weight = len(micro_batch) / len(batch)
+                loss_sum += float(metrics.get("loss_sum", metrics.get("loss:sum", 0.0))) / weight
+                token_count += float(metrics.get("token_count", 0.0))
+            _result(training_client.optim_step(adam))
+            steps += 1
+            nll = loss_sum / token_count if token_count else float("nan")
+            losses.append(nll)
+            row = {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch),
+                   "padded_tokens": padded_tokens(batch)}
+            append_jsonl(run.metrics, row)
+            tracker.log(row)
+            bar.update(1)
+            bar.set_postfix(nll=f"{nll:.3f}")
+    bar.close()
+    return losses
+
+
 def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, progress: bool = True) -> SFTResult:
     """Script demonstrations from the train split, fine-tune a LoRA on them, save a checkpoint."""
     run = RunDir(config.out)
@@ -177,37 +215,8 @@ def run_sft(config: SFTConfig, service=None, search_client=None, examples=None, 
              "decomposed": demo.decomposed}
             for demo in demos])
         datums = sft_datums(lambda messages: build_sft_datum(tokenizer, messages), demos, config.repeat_two_search)
-        adam = pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
-        rng = random.Random(config.seed)
-        losses: list[float] = []
-        steps = 0
-        batches_per_epoch = -(-len(datums) // config.batch_size)
-        bar = tqdm(total=config.epochs * batches_per_epoch, desc="SFT steps", disable=not progress)
-        for epoch in range(config.epochs):
-            order = list(range(len(datums)))
-            rng.shuffle(order)
-            for start in range(0, len(order), config.batch_size):
-                batch = [datums[i] for i in order[start : start + config.batch_size]]
-                loss_sum, token_count = 0.0, 0.0
-                for micro_batch in pack_micro_batches(batch, config.micro_batch_datums, config.micro_batch_tokens):
-                    output = _result(training_client.forward_backward(
-                        weight_micro_batch_for_global_mean(micro_batch, len(batch)), loss_fn="cross_entropy"))
-                    metrics = getattr(output, "metrics", {}) or {}
-                    # Weighted loss_sum: divide by weight to report plain per-token NLL.
-                    weight = len(micro_batch) / len(batch)
-                    loss_sum += float(metrics.get("loss_sum", metrics.get("loss:sum", 0.0))) / weight
-                    token_count += float(metrics.get("token_count", 0.0))
-                _result(training_client.optim_step(adam))
-                steps += 1
-                nll = loss_sum / token_count if token_count else float("nan")
-                losses.append(nll)
-                row = {"step": steps, "epoch": epoch, "nll": nll, "datums": len(batch),
-                       "padded_tokens": padded_tokens(batch)}
-                append_jsonl(run.metrics, row)
-                tracker.log(row)
-                bar.update(1)
-                bar.set_postfix(nll=f"{nll:.3f}")
-        bar.close()
+        losses = train_on_demonstrations(training_client, datums, config, run, tracker, progress)
+        steps = len(losses)
         name = Path(config.out).name
         state = _result(training_client.save_state(f"{name}-state"))
         sampler = _result(training_client.save_weights_for_sampler(f"{name}-sampler"))

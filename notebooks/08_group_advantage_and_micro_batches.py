@@ -244,7 +244,7 @@ check_weight_micro_batch(weight_micro_batch_for_global_mean)
 # ### Solutions
 #
 # Try the exercises first; the solution cell is collapsed (click the dots). Exercises 4 and 5 are the
-# course's own functions (`helpers/rollout.py`, `helpers/train.py`) run through the same checkers.
+# course's own functions (`helpers/rollout/loop.py`, `helpers/datums.py`) run through the same checkers.
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 from helpers.rollout import assign_group_advantages
