@@ -122,7 +122,6 @@ def _pairs(datums, outputs):
         position += size
 
 
-
 def degenerate_groups(trajectories: Sequence) -> tuple[int, int]:
     """(groups whose advantages are all zero, groups) — a degenerate group teaches nothing."""
     groups = groups_of(trajectories)

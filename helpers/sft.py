@@ -125,7 +125,6 @@ class SFTResult:
     losses: list[float] = field(default_factory=list)
 
 
-
 def sft_datums(render, demos, repeat_two_search: int = 1) -> list:
     """One datum per demonstration, a two-search one `repeat_two_search` times (rendered once):
     a few two-search demonstrations among many one-search ones teach no second search."""

@@ -112,7 +112,6 @@ class TrainConfig:
         return make_reward(self.reward, **self.reward_options)
 
 
-
 # --------------------------------------------------------------------------- one step
 
 

@@ -132,7 +132,7 @@ class Group:
 
     @property
     def degenerate(self) -> bool:
-        """All advantages zero: every reward equal, so the group gives no gradient."""
+        """All advantages zero: the group has no signal (`helpers.advantages.no_signal`), so no gradient."""
         return all(t.advantage == 0.0 for t in self.trajectories)
 
     def __len__(self) -> int:
@@ -154,7 +154,6 @@ def groups_of(trajectories: Sequence[Trajectory], step: int = 0) -> list[Group]:
             groups[index] = Group(trajectory.example, [], index, step)
         groups[index].trajectories.append(trajectory)
     return list(groups.values())
-
 
 
 @dataclass

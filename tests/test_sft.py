@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from helpers.data import SearchExample
+from helpers.protocol import tool_message
+from helpers.search import format_results
 from helpers.search.types import SearchItem, SearchResult, SearchStats
 from helpers.datums import build_sft_datum
 from helpers.reward import find_answer_in
@@ -360,3 +362,31 @@ def test_the_call_marker_warning_names_too_little_training_before_the_tokenizer(
     assert "0.04" in little and "too few" in little and "fast profile" in little and "tokenizer" not in little
     trained = call_marker_warning(0.04, ENOUGH_DEMONSTRATIONS_SEEN, 20)
     assert "tokenizer splits the marker" in trained and "too few" not in trained
+
+
+def test_the_teacher_shows_the_items_a_rollout_would_show(tokenizer):
+    """The demonstration's observation is cut where the rollout cuts it: every kept item's tool turn
+    fits the budget, rendered through the whole chat template, and one more item would not."""
+    from helpers.protocol import build_messages, render_tokens
+    from helpers.rollout import search_call_message
+
+    long = "Wilmette is a village in Cook County, Illinois, on the shore of Lake Michigan. " * 4
+    items = [("Fueled Ramen", "A record label based in Wilmette, Illinois. " + long)] + \
+        [(f"Other {k}", long) for k in range(5)]
+    example = SearchExample(id="q1", question="Where is Fueled Ramen based?", answers=["Wilmette"], data_source="nq")
+    search = ScriptedSearch({example.question: items})
+    budget = 206  # where counting the content alone, plus a fixed overhead, would keep one item too many
+    demo = teacher_trajectory(example, search, tokenizer, max_tool_response_tokens=budget)
+    shown = demo.messages[3]["content"]
+    kept = shown.count("Title:")
+    assert 1 <= kept < len(items)
+
+    before = [*build_messages(example.question), search_call_message(example.question, "call_1")]
+    closed = render_tokens(tokenizer, before, add_generation_prompt=False)
+
+    def tool_turn_tokens(count: int) -> int:
+        result = search.search(example.question)
+        content = format_results(SearchResult(ok=True, items=result.items[:count], latency=0.0))
+        return len(render_tokens(tokenizer, [*before, tool_message("call_1", content)], add_generation_prompt=True)) - len(closed)
+
+    assert tool_turn_tokens(kept) <= budget < tool_turn_tokens(kept + 1)

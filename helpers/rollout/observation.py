@@ -29,7 +29,6 @@ class FittedObservation:
         return iter((self.content, self.next_prompt_tokens))
 
 
-
 # Written as the tool content once per turn to learn where the template puts the content. Its edge
 # whitespace, quotes, backslash, newline and non-ASCII letters come back changed from a template
 # that trims or escapes tool content, which fitting by splicing text around the probe cannot follow.

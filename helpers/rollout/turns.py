@@ -37,7 +37,6 @@ class PendingSearch:
     query: str
 
 
-
 def read_sequence(sequence: Any, tokenizer: Any) -> tuple[list[int], list[float], str]:
     """The sampler's tokens and logprobs as they are, and the turn's text without its stop token."""
     tokens = [int(t) for t in sequence.tokens]
