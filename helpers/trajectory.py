@@ -14,6 +14,7 @@ from typing import Any
 from helpers.data import SearchExample
 from helpers.reward import FORMAT_PENALTY
 
+
 @dataclass
 class RolloutConfig:
     """The budgets and sampling of a rollout: the one place their defaults are declared.
