@@ -146,7 +146,7 @@ def bench_grpo(args) -> None:
         session = open_session(config)  # a new trainer each time: every step from the same weights
         batch = step_questions(session, 0)
         print(f"set-up {time.perf_counter() - wall:.1f} s wall, {cpu_seconds() - cpu:.1f} s CPU")
-        rollout.fit_tool_content = timed(reference_fit_tool_content if name == "old" else fit_tool_content)
+        rollout.turns.fit_tool_content = timed(reference_fit_tool_content if name == "old" else fit_tool_content)
         fitted.update(seconds=0.0, calls=0)
         wall, cpu = time.perf_counter(), cpu_seconds()
         metrics, groups = train_step(session.training_client, session.tokenizer, session.search_client, batch, config, 0)
@@ -158,7 +158,7 @@ def bench_grpo(args) -> None:
               f"search phase {metrics['time_search']:.2f}), training {metrics['time_training']:.1f} s; "
               f"{fitted['calls']} fittings took {fitted['seconds']:.3f} s; search calls {metrics.get('search_calls_mean')}, "
               f"load average {load_average()}", flush=True)
-    rollout.fit_tool_content = fit_tool_content
+    rollout.turns.fit_tool_content = fit_tool_content
     runs = [run for name in tokens for run in tokens[name]]
     print("every step sampled the same trajectories:", all(run == runs[0] for run in runs))
 

@@ -17,7 +17,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 
-from helpers.evidence import find_answer_in, gold_passage_ids, is_yes_no, row_evidence, search_evidence
+from helpers.evidence import gold_passage_ids, is_yes_no, row_evidence, search_evidence
+from helpers.metrics import batch_summary
+from helpers.reward import contains_answer
 from helpers.runs import read_jsonl
 from helpers.search import format_results
 
@@ -53,22 +55,23 @@ def first_last_quarter(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[flo
 
 
 def summary_of(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    calls = [int(r.get("search_calls", 0)) for r in rows]
-    total_calls = sum(calls)
+    """One evaluation's numbers: `helpers.metrics.batch_summary` of its rows, lenient EM and failure rate added."""
+    batch = batch_summary(rows)
+    total_calls = sum(int(r.get("search_calls", 0)) for r in rows)
     return {
         "n": len(rows),
-        "em_strict": _mean([float(bool(r.get("exact_match"))) for r in rows]),
+        "em_strict": batch["exact_match"],
         "em_lenient": _mean([float(bool(r.get("lenient_match"))) for r in rows]),
-        "format_rate": _mean([float(bool(r.get("valid_format"))) for r in rows]),
-        "reward_mean": _mean([float(r.get("reward", 0.0)) for r in rows]),
-        "search_calls_mean": _mean(calls),
-        "no_search_share": _mean([float(c == 0) for c in calls]),
-        "multi_search_share": _mean([float(c >= 2) for c in calls]),
-        "failed_searches": sum(int(r.get("failed_searches", 0)) for r in rows),
-        "failed_search_rate": (sum(int(r.get("failed_searches", 0)) for r in rows) / total_calls) if total_calls else 0.0,
-        "truncated_observations": sum(int(r.get("truncated_observations", 0)) for r in rows),
-        "sampled_tokens_mean": _mean([float(r.get("sampled_tokens", 0)) for r in rows]),
-        "trajectory_tokens_mean": _mean([float(r.get("trajectory_tokens", 0)) for r in rows]),
+        "format_rate": batch["valid_format_rate"],
+        "reward_mean": batch["reward_mean"],
+        "search_calls_mean": batch["search_calls_mean"],
+        "no_search_share": batch["no_search_share"],
+        "multi_search_share": batch["multi_search_share"],
+        "failed_searches": batch["failed_searches"],
+        "failed_search_rate": batch["failed_searches"] / total_calls if total_calls else 0.0,
+        "truncated_observations": batch["truncated_observations"],
+        "sampled_tokens_mean": batch["sampled_tokens_mean"],
+        "trajectory_tokens_mean": batch["trajectory_tokens_mean"],
     }
 
 
@@ -131,7 +134,7 @@ def first_search_hits(rows: Sequence[Mapping[str, Any]], search) -> list[dict[st
         row["yes_no"] = is_yes_no(row.get("answers") or [])
         if queries and not row["yes_no"]:
             evidence = format_results(search.search(queries[0]))  # what the agent read
-            row["first_search_hit"] = find_answer_in(evidence, row.get("answers") or []) is not None
+            row["first_search_hit"] = contains_answer(evidence, row.get("answers") or [])
         else:
             row["first_search_hit"] = None
         out.append(row)

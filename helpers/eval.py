@@ -29,13 +29,13 @@ from helpers.analyse import format_table, summarise
 from helpers.data import load_examples
 from helpers.engine import connect
 from helpers.evidence import evidence_fields
-from helpers.protocol import stop_sequences
+from helpers.metrics import trajectory_facts
+from helpers.protocol import build_messages, stop_sequences
 from helpers.reward import contains_answer, score_answer
-from helpers.rollout import RolloutConfig, rollout_batch
+from helpers.rollout import RolloutConfig, observe_search, rollout_batch
 from helpers.runs import add_config_arguments, config_from_args, updated, write_jsonl
 from helpers.runs import result as _result
 from helpers.search import create_search_client, format_results
-from helpers.sft import fit_observation
 from helpers.tracking import DEFAULT_TRACKER, evaluation_run_name, log_evaluation, open_tracker
 
 MODES = ("agent", "closed_book", "rag")
@@ -93,15 +93,13 @@ def _row(example, mode: str, label: str, text: str, scored, **counts: Any) -> di
 
 
 def trajectory_row(trajectory, mode: str, label: str) -> dict[str, Any]:
+    facts = trajectory_facts(trajectory)
+    counts = {key: facts[key] for key in ("search_calls", "failed_searches", "truncated_observations",
+                                          "assistant_turns", "sampled_tokens", "trajectory_tokens")}
     return _row(
         trajectory.example, mode, label, trajectory.final_text, trajectory,
-        search_calls=trajectory.search_calls,
+        **counts,
         queries=[s.query for s in trajectory.searches],
-        failed_searches=trajectory.failed_searches,
-        truncated_observations=trajectory.truncated_observations,
-        assistant_turns=len(trajectory.turns),
-        sampled_tokens=trajectory.sampled_tokens,
-        trajectory_tokens=trajectory.total_tokens,
         end_reason=trajectory.end_reason,
         **evidence_fields(trajectory),  # for scoring retrieval afterwards; the rollout never sees them
     )
@@ -113,8 +111,11 @@ def single_turn_messages(example, mode: str, search_client=None, tokenizer=None,
         return [{"role": "system", "content": CLOSED_BOOK_SYSTEM},
                 {"role": "user", "content": f"Question: {example.question.strip()}"}], []
 
-    result = search_client.search(example.question.strip())
-    evidence = fit_observation(tokenizer, result, max_tool_response_tokens) or format_results(result, max_items=1)
+    question = example.question.strip()
+    result = search_client.search(question)
+    # the evidence the agent's own first search of the question would read
+    evidence = (observe_search(tokenizer, build_messages(question), question, "call_1", result, max_tool_response_tokens)
+                or format_results(result, max_items=1))
     user = f"Evidence (search results for the question):\n{evidence}\n\nQuestion: {example.question.strip()}"
     return [{"role": "system", "content": RAG_SYSTEM}, {"role": "user", "content": user}], [result]
 

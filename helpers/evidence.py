@@ -26,8 +26,6 @@ an observation. Evaluation rows carry them only so that analysis can score retri
 
 from __future__ import annotations
 
-import re
-
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
@@ -39,23 +37,7 @@ from helpers.search import format_results
 YES_NO = frozenset({"yes", "no"})
 
 
-# --------------------------------------------------------------------------- matching
-
-
-def find_answer_in(evidence: str, answers: Sequence[str]) -> str | None:
-    """The first gold answer found in the evidence, spelled as the evidence spells it.
-
-    Case-insensitive, on word boundaries, so 'Paris' does not match inside 'Parisian'.
-    """
-    for answer in answers:
-        answer = answer.strip()
-        if not answer:
-            continue
-        pattern = r"(?<!\w)" + re.escape(answer) + r"(?!\w)"
-        match = re.search(pattern, evidence, flags=re.IGNORECASE)
-        if match:
-            return match.group(0)
-    return None
+# --------------------------------------------------------------------------- questions and queries
 
 
 def is_yes_no(answers: Sequence[str]) -> bool:

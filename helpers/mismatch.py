@@ -31,9 +31,10 @@ import numpy as np
 
 from helpers import config, models
 from helpers.analyse import COLUMN_INCHES
+from helpers.datums import build_datum
+from helpers.metrics import output_logprobs
 from helpers.rollout import stitch
 from helpers.runs import result
-from helpers.train import build_datum, output_logprobs
 
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 

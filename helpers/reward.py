@@ -7,10 +7,10 @@
 Nothing is given for searching: the reward sees only the end of the trajectory.
 
 Also here, because every stage that asks "is this the answer?" must ask it the same way:
-`matching_answer` / `contains_answer` (a gold answer inside a text); the reward functions a GRPO
-step can use (`GroupRewards`, `register_reward`, `make_reward`, `exact_match_reward`); `score`,
-which checks the answers of a step's groups and rewards them; and `assign_advantages`, the
-group-relative advantage with its exact-zero rule for groups without signal.
+`matching_answer` / `contains_answer` / `find_answer_in` (a gold answer inside a text); the reward
+functions a GRPO step can use (`GroupRewards`, `register_reward`, `make_reward`,
+`exact_match_reward`); and `score`, which checks the answers of a step's groups and rewards them. What GRPO makes of the rewards, the
+group advantage, is the next stage: `helpers.advantages`.
 """
 
 from __future__ import annotations
@@ -88,6 +88,44 @@ def matching_answer(text: str, answers: Iterable[str], normalized: bool = False)
 def contains_answer(text: str, answers: Iterable[str], normalized: bool = False) -> bool:
     """Some gold answer occurs in `text` (normalised, whole words): see `matching_answer`."""
     return matching_answer(text, answers, normalized) is not None
+
+
+def find_answer_in(text: str, answers: Iterable[str]) -> str | None:
+    """The gold answer `matching_answer` finds in `text`, spelled as `text` spells it ("Eiffel Tower").
+
+    The scripted teacher answers with the evidence's own spelling, which the reward then accepts
+    (it normalises both sides the same way). None where `matching_answer` finds nothing.
+    """
+    gold = matching_answer(text, answers)
+    if gold is None:
+        return None
+    literal = re.search(r"(?<!\w)" + re.escape(gold.strip()) + r"(?!\w)", text, flags=re.IGNORECASE)
+    if literal and normalize_answer(literal.group(0)) == normalize_answer(gold):
+        return literal.group(0)
+    return _written_span(text, normalize_answer(gold)) or gold
+
+
+def _written_span(text: str, target: str) -> str | None:
+    """The first run of whole words of `text` that normalises to `target`, edge punctuation trimmed."""
+    words = list(re.finditer(r"\S+", text))
+    for i, first in enumerate(words):
+        for last in words[i:]:
+            normalized = normalize_answer(text[first.start():last.end()])
+            if normalized == target:
+                span = text[first.start():last.end()]
+                return _trim_punctuation(span)
+            if len(normalized) > len(target):
+                break
+    return None
+
+
+def _trim_punctuation(span: str) -> str:
+    start, end = 0, len(span)
+    while start < end and unicodedata.category(span[start]).startswith("P"):
+        start += 1
+    while end > start and unicodedata.category(span[end - 1]).startswith("P"):
+        end -= 1
+    return span[start:end]
 
 
 # --------------------------------------------------------------------------- reward functions
@@ -208,32 +246,3 @@ def score(groups: Sequence[Any], reward_fn: RewardFn = exact_match_reward) -> di
             sums[name] = sums.get(name, 0.0) + float(sum(values))
         count += n
     return {name: total / count for name, total in sums.items()} if count else {}
-
-
-# --------------------------------------------------------------------------- group advantages
-
-EQUAL_REWARDS = 1e-12  # rewards closer than this count as equal: their group carries no signal
-
-
-def group_advantages(rewards: Sequence[float]) -> list[float]:
-    """reward - mean reward of the group, and exactly 0.0 for all when every reward is equal.
-
-    The exact zero matters: eight rewards of -0.1 have a float mean a hair away from -0.1, and
-    advantages of 1e-17 would pass a `!= 0` filter and train a group that teaches nothing.
-    """
-    rewards = [float(r) for r in rewards]
-    if not rewards or max(rewards) - min(rewards) <= EQUAL_REWARDS:
-        return [0.0] * len(rewards)
-    mean = sum(rewards) / len(rewards)
-    return [r - mean for r in rewards]
-
-
-def assign_advantages(groups: Sequence[Any]) -> int:
-    """Write each trajectory's group advantage (`group_advantages`); returns the degenerate groups."""
-    degenerate = 0
-    for group in groups:
-        values = group_advantages([t.reward for t in group.trajectories])
-        degenerate += all(v == 0.0 for v in values)
-        for trajectory, value in zip(group.trajectories, values):
-            trajectory.advantage = value
-    return degenerate

@@ -6,19 +6,20 @@ One step, always in this order (Happy-LLM §8.3.7):
     -> assign_advantages -> build_training_datums -> pack_micro_batches
     -> forward_backward(importance_sampling) per micro-batch -> one optim_step
 
-The reward is a function of a group (`helpers.reward`), chosen by name in `TrainConfig.reward`;
-observers see every step (`StepContext`, before the update; the metrics row, after it). Run it
-from a shell (`python -m helpers.train --help`) or from a notebook with the same `TrainConfig`:
-`train(TrainConfig(max_steps=2), on_step=print)`.
+The algorithm (group advantages without std normalisation, exact zero for groups without signal,
+token-level importance sampling, no KL) is told in `helpers.advantages`; datums and their packing
+are `helpers.datums`, what a step logs is `helpers.metrics`, which questions a step sees is
+`helpers.multihop.mix`. The reward is a function of a group (`helpers.reward`), chosen by name in
+`TrainConfig.reward`; observers see every step (`StepContext`, before the update; the metrics row,
+after it). Run it from a shell (`python -m helpers.train --help`) or from a notebook with the same
+`TrainConfig`: `train(TrainConfig(max_steps=2), on_step=print)`.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
-import shutil
 import sys
 import time
 from collections import Counter
@@ -31,244 +32,24 @@ import pytrio
 from tqdm.auto import tqdm
 
 from helpers import config as course_config
-from helpers.data import load_examples
-from helpers.multihop.build import SPLIT as SYNTHETIC_SPLIT
-from helpers.multihop.mix import batch_with_share, cycle
-from helpers.engine import connect
-from helpers.reward import RewardFn, assign_advantages, make_reward, score
-from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
-from helpers.runs import (RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint,
-                          result, resume_checkpoint, updated)
-from helpers.search import create_search_client
+from helpers.advantages import assign_advantages
+from helpers.datums import (MAX_TRAIN_CONTEXT_TOKENS, TrainingDatum, build_datum, build_training_datums,
+                            pack_micro_batches, padded_tokens, weight_micro_batch_for_global_mean)
+from helpers.metrics import (degenerate_groups, output_logprobs, rollout_metrics, sampler_trainer_kl, search_counters,
+                             search_metrics)
+from helpers.multihop.mix import batch_for_step, extra_questions, step_batch
+from helpers.reward import RewardFn, make_reward, score
+from helpers.rollout import Group, RolloutConfig, rollout_groups
+from helpers.runs import RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint, result, updated
+from helpers.session import TrainingSession, open_session, save_checkpoint
 from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
 
-MAX_TRAIN_CONTEXT_TOKENS = 8192
-
-
-# --------------------------------------------------------------------------- datums
-
-
-@dataclass
-class TrainingDatum:
-    """One trajectory as a PyTRIO Datum, plus its input length (what packing sorts by)."""
-
-    datum: pytrio.Datum
-    length: int
-
-
-def build_datum(trajectory, max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS) -> TrainingDatum:
-    """Stitch every assistant turn of a trajectory into one shifted training sequence.
-
-    The first prompt and each later observation delta (tool results, chat-template glue) are
-    context: old logprob 0 and advantage 0. Sampled assistant tokens keep their sampler logprobs
-    and carry the trajectory's advantage. The shift happens once, at the very end.
-    """
-    if not trajectory.turns:
-        raise ValueError("cannot build a training datum from a trajectory with no assistant turns")
-    stitched = stitch(trajectory)
-    sampled = stitched.sampled
-    if not any(sampled):
-        raise ValueError("cannot build a training datum from a trajectory with no assistant tokens")
-    advantage = float(trajectory.advantage)
-    advantages = [advantage if is_sampled else 0.0 for is_sampled in sampled]
-
-    input_tokens = stitched.tokens[:-1]
-    if len(input_tokens) > max_tokens:
-        raise ValueError(
-            f"datum has {len(input_tokens)} input tokens, more than the training context of "
-            f"{max_tokens}; lower max_trajectory_tokens in the rollout config"
-        )
-    datum = pytrio.Datum(
-        model_input=pytrio.ModelInput.from_ints(input_tokens),
-        loss_fn_inputs={
-            "target_tokens": np.asarray(stitched.tokens[1:], dtype=np.int64),
-            "logprobs": np.asarray(stitched.logprobs[1:], dtype=np.float32),
-            "advantages": np.asarray(advantages[1:], dtype=np.float32),
-        },
-    )
-    return TrainingDatum(datum, len(input_tokens))
-
-
-def build_training_datums(trajectories: Sequence, max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS) -> list[TrainingDatum]:
-    """Datums for every trajectory that carries signal; zero advantage gives zero gradient."""
-    return [build_datum(t, max_tokens) for t in trajectories if t.advantage != 0.0]
-
-
-def padded_tokens(micro_batch: Sequence[TrainingDatum]) -> int:
-    """Tokens a padded batch really costs: every row is as long as the longest."""
-    return len(micro_batch) * max((item.length for item in micro_batch), default=0)
-
-
-def pack_micro_batches(
-    datums: Sequence[TrainingDatum],
-    max_datums: int = 8,
-    max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS,
-) -> list[list[TrainingDatum]]:
-    """First-fit decreasing by length under a cap on datums and on padded tokens per micro-batch.
-
-    Sorting longest first means each micro-batch's first datum sets its padded width, so similar
-    lengths end up together and padding stays small. A datum longer than `max_tokens` on its own
-    still gets a micro-batch of one (it already passed the training-context check).
-    """
-    if max_datums < 1 or max_tokens < 1:
-        raise ValueError("max_datums and max_tokens must both be at least 1")
-    batches: list[list[TrainingDatum]] = []
-    for item in sorted(datums, key=lambda d: d.length, reverse=True):
-        for batch in batches:
-            width = max(batch[0].length, item.length)
-            if len(batch) < max_datums and (len(batch) + 1) * width <= max_tokens:
-                batch.append(item)
-                break
-        else:
-            batches.append([item])
-    return batches
-
-
-def weight_micro_batch_for_global_mean(
-    micro_batch: Sequence[TrainingDatum], total_samples: int
-) -> list[pytrio.Datum]:
-    """Scale advantages (or SFT weights) by n_k / N so per-call means add up to the global mean.
-
-    forward_backward averages the loss over the datums of one call; importance_sampling is linear
-    in the advantages and cross_entropy in the weights, so this weight turns sum_k mean(L_k) into
-    mean(L_global). Targets and old logprobs are untouched.
-    """
-    if total_samples < len(micro_batch) or total_samples < 1:
-        raise ValueError(
-            f"total_samples ({total_samples}) must count every trajectory of the rollout, "
-            f"so it cannot be smaller than the micro-batch ({len(micro_batch)})"
-        )
-    weight = np.float32(len(micro_batch) / total_samples)
-    weighted = []
-    for item in micro_batch:
-        inputs = {key: value.to_numpy() for key, value in item.datum.loss_fn_inputs.items()}
-        for key in {"advantages", "weights"} & set(inputs):
-            inputs[key] = inputs[key] * weight
-        weighted.append(pytrio.Datum(model_input=item.datum.model_input, loss_fn_inputs=inputs))
-    return weighted
-
-
-# --------------------------------------------------------------------------- metrics
-
-
-def output_logprobs(output: Any, index: int) -> np.ndarray | None:
-    """Trainer logprobs of datum `index` from a forward / forward_backward result (None if absent)."""
-    output = result(output)
-    outputs = getattr(output, "loss_fn_outputs", None)
-    if outputs is None and isinstance(output, dict):
-        outputs = output.get("loss_fn_outputs")
-    if not outputs or index >= len(outputs):
-        return None
-    item = outputs[index]
-    value = item.get("logprobs") if isinstance(item, dict) else getattr(item, "logprobs", None)
-    if value is None:
-        return None
-    array = value.to_numpy() if hasattr(value, "to_numpy") else np.asarray(value)
-    return np.asarray(array, dtype=np.float64).reshape(-1)
-
-
-def sampler_trainer_kl(datums: Sequence[pytrio.Datum], outputs: Sequence) -> dict[str, float]:
-    """KL between the sampler that generated the tokens and the trainer that scores them.
-
-    Measured on sampled assistant tokens only (advantage != 0): k1 = mean(old - new) and the
-    always-positive k3 = mean(exp(new - old) - (new - old) - 1). Both are ~0 when sampler and
-    trainer agree; a large value means the importance ratio is doing real work (or a bug).
-    """
-    old_all, new_all = [], []
-    for datum, output, index in _pairs(datums, outputs):
-        new = output_logprobs(output, index)
-        if new is None:
-            continue
-        inputs = datum.loss_fn_inputs
-        mask = inputs["advantages"].to_numpy().reshape(-1) != 0
-        old = inputs["logprobs"].to_numpy().reshape(-1).astype(np.float64)
-        if len(new) != len(old):
-            continue
-        old_all.append(old[mask])
-        new_all.append(new[mask])
-    if not old_all:
-        return {}
-    old = np.concatenate(old_all)
-    new = np.concatenate(new_all)
-    if old.size == 0:
-        return {}
-    diff = new - old
-    return {
-        "kl_sampler_trainer_k1": float(np.mean(-diff)),
-        "kl_sampler_trainer_k3": float(np.mean(np.expm1(diff) - diff)),
-        "trainer_logprob_mean": float(np.mean(new)),
-        "sampler_logprob_mean": float(np.mean(old)),
-    }
-
-
-def _pairs(datums, outputs):
-    """(datum, output-of-its-call, index-inside-that-call) for micro-batched results."""
-    position = 0
-    for output, size in outputs:
-        for index in range(size):
-            yield datums[position + index], output, index
-        position += size
-
-
-def degenerate_groups(trajectories: Sequence) -> tuple[int, int]:
-    """(groups whose advantages are all zero, groups) — a degenerate group teaches nothing."""
-    groups = groups_of(trajectories)
-    return sum(group.degenerate for group in groups), len(groups)
-
-
-def rollout_metrics(trajectories: Sequence) -> dict[str, float]:
-    """What Happy-LLM §8.3.8 asks to log about a batch of trajectories (also used by eval)."""
-    n = max(len(trajectories), 1)
-
-    def share(predicate) -> float:
-        return sum(1 for t in trajectories if predicate(t)) / n
-
-    def total(name: str) -> int:
-        return int(sum(getattr(t, name, 0) or 0 for t in trajectories))
-
-    bad, groups = degenerate_groups(trajectories)
-    lengths = [t.total_tokens for t in trajectories]
-    assistant = [t.sampled_tokens for t in trajectories]
-    return {
-        "trajectories": len(trajectories),
-        "reward_mean": float(np.mean([t.reward for t in trajectories])) if trajectories else 0.0,
-        "exact_match": share(lambda t: bool(t.exact_match)),
-        "valid_format_rate": share(lambda t: bool(t.valid_format)),
-        "search_calls_mean": total("search_calls") / n,
-        "no_search_share": share(lambda t: t.search_calls == 0),
-        **_second_searches(trajectories),
-        "failed_searches": total("failed_searches"),
-        "truncated_observations": total("truncated_observations"),
-        "assistant_turns_mean": sum(len(t.turns) for t in trajectories) / n,
-        "trajectory_tokens_mean": float(np.mean(lengths)) if lengths else 0.0,
-        "trajectory_tokens_max": int(max(lengths, default=0)),
-        "assistant_tokens_mean": float(np.mean(assistant)) if assistant else 0.0,
-        "degenerate_groups": bad,
-        "degenerate_group_share": bad / groups if groups else 0.0,
-        **_per_source(trajectories),
-    }
-
-
-def _second_searches(trajectories: Sequence, suffix: str = "") -> dict[str, float | None]:
-    """Share of trajectories with >= 2 searches, and their mean group advantage
-    (> 0: GRPO pushes towards searching again; < 0: away from it)."""
-    multi = [t.advantage for t in trajectories if t.search_calls >= 2]
-    return {f"multi_search_share{suffix}": len(multi) / max(len(trajectories), 1),
-            f"multi_search_advantage_mean{suffix}": float(np.mean(multi)) if multi else None}
-
-
-def _per_source(trajectories: Sequence) -> dict[str, float | None]:
-    """EM and second searches per data_source, when a batch mixes sources."""
-    by_source: dict[str, list] = {}
-    for t in trajectories:
-        by_source.setdefault(t.example.data_source, []).append(t)
-    if len(by_source) < 2:
-        return {}
-    out: dict[str, float | None] = {}
-    for name, items in sorted(by_source.items()):
-        out[f"exact_match/{name}"] = sum(bool(t.exact_match) for t in items) / len(items)
-        out.update(_second_searches(items, f"/{name}"))
-    return out
+__all__ = [  # the step's parts live in their own modules; these names stay importable from here
+    "MAX_TRAIN_CONTEXT_TOKENS", "StepContext", "TrainConfig", "TrainingDatum", "TrainingSession", "batch_for_step",
+    "build_datum", "build_training_datums", "degenerate_groups", "extra_questions", "open_session", "optimise",
+    "out_of_time", "output_logprobs", "pack_micro_batches", "padded_tokens", "rollout_metrics", "sampler_trainer_kl",
+    "save_checkpoint", "step_questions", "train", "train_step", "weight_micro_batch_for_global_mean",
+]
 
 
 # --------------------------------------------------------------------------- config
@@ -329,46 +110,6 @@ class TrainConfig:
     def reward_fn(self) -> RewardFn:
         """The reward function named by `reward`, built with `reward_options`."""
         return make_reward(self.reward, **self.reward_options)
-
-
-# --------------------------------------------------------------------------- data order
-
-
-def batch_for_step(examples: Sequence, step: int, size: int, seed: int, balance_sources: bool = False) -> list:
-    """The questions of one step, a pure function of (step, seed): resuming replays the same order.
-
-    Each pass over the data is a fresh seeded permutation, so a long run sees every question
-    once per epoch. With `balance_sources` every data_source gets an equal share of each batch
-    (the first sources in name order take the remainder), each cycling through its own questions.
-    """
-    if not examples:
-        raise ValueError("no training examples: run helpers.data.prepare_data() or check the split name")
-    if balance_sources:
-        by_source: dict[str, list] = {}
-        for example in examples:
-            by_source.setdefault(getattr(example, "data_source", "unknown"), []).append(example)
-        names = sorted(by_source)
-        if len(names) > 1:
-            if size < len(names):
-                raise ValueError(f"balance_sources needs questions_per_batch >= {len(names)} (one per source {names})")
-            share, extra = divmod(size, len(names))
-            batch = []
-            for i, name in enumerate(names):
-                batch += batch_for_step(by_source[name], step, share + (i < extra), seed + 7919 * (i + 1))
-            return batch
-    return cycle(examples, step, size, seed)
-
-
-def extra_questions(examples: Sequence, step: int, config: TrainConfig) -> list:
-    """The questions dynamic sampling may add to `step`, in the order it draws them.
-
-    A second seeded order over the same examples, a pure function of (seed, step) like
-    `batch_for_step`, so a resumed run draws the same extra questions.
-    """
-    if not config.dynamic_sampling or config.dynamic_sampling_rounds < 2:
-        return []
-    size = config.questions_per_batch * (config.dynamic_sampling_rounds - 1)
-    return batch_for_step(examples, step, size, config.seed + 1_000_033, config.balance_sources)
 
 
 # --------------------------------------------------------------------------- one step
@@ -516,18 +257,12 @@ def train_step(
     # Export the current LoRA first: the old logprobs must come from the policy before this update.
     sampling_client = training_client.save_weights_and_get_sampling_client()
     synced = time.perf_counter()
-    stats_before = _search_stats(search_client)
+    stats_before = search_counters(search_client)
     sampled = sample_groups(sampling_client, tokenizer, search_client, batch, config, step, reward_fn, extra, progress)
     drawn = [t for group in sampled.drawn for t in group.trajectories]
     trajectories = [t for group in sampled.kept for t in group.trajectories]
     rolled = time.perf_counter()
-    stats_after = _search_stats(search_client)
-    observed: dict[str, Any] = {}
-    context = StepContext(step, config, training_client, sampled.kept, trajectories)
-    for observer in observers:
-        before = getattr(observer, "before_update", None)
-        if callable(before):
-            observed.update(before(context) or {})
+    observed = _before_update(observers, StepContext(step, config, training_client, sampled.kept, trajectories))
     measured = time.perf_counter()
     datums = build_training_datums(trajectories)
     update = optimise(
@@ -545,10 +280,7 @@ def train_step(
         **sampled.reward_metrics,
         "informative_groups": sum(not group.degenerate for group in sampled.kept),
         **update,
-        **{f"search_{key}": stats_after.get(key, 0) - stats_before.get(key, 0)
-           for key in ("requests", "errors", "timeouts")},
-        # Searches run concurrently, so this is summed latency, not wall time.
-        "time_search_latency_sum": stats_after.get("total_latency", 0.0) - stats_before.get("total_latency", 0.0),
+        **search_metrics(stats_before, search_counters(search_client)),
         "time_sync_weights": synced - started,
         "time_rollout": rolled - synced,
         # Inside the rollout: wall time spent sampling and waiting on search, turn by turn.
@@ -562,18 +294,32 @@ def train_step(
     if observed:
         metrics["time_observers"] = measured - rolled
     if config.dynamic_sampling:
-        drawn_groups = len(sampled.drawn)
-        metrics.update({
-            "dynamic/rounds": sampled.rounds,
-            "dynamic/questions": drawn_groups,
-            "dynamic/kept_groups": len(sampled.kept),
-            "dynamic/filtered_group_share": sum(g.degenerate for g in sampled.drawn) / drawn_groups if drawn_groups else 0.0,
-        })
+        metrics.update(_dynamic_metrics(sampled))
     metrics.update({f"end/{reason}": count for reason, count in sampled.end_reasons.items()})
     metrics["wall_time"] = time.time()
     for observer in observers:
         notify(observer, metrics, config)
     return metrics, sampled.kept
+
+
+def _before_update(observers: Sequence, context: StepContext) -> dict[str, Any]:
+    """Each observer's `before_update(context)`, its metrics merged (the step's measurements)."""
+    observed: dict[str, Any] = {}
+    for observer in observers:
+        before = getattr(observer, "before_update", None)
+        if callable(before):
+            observed.update(before(context) or {})
+    return observed
+
+
+def _dynamic_metrics(sampled: Sampled) -> dict[str, float]:
+    drawn = len(sampled.drawn)
+    return {
+        "dynamic/rounds": sampled.rounds,
+        "dynamic/questions": drawn,
+        "dynamic/kept_groups": len(sampled.kept),
+        "dynamic/filtered_group_share": sum(g.degenerate for g in sampled.drawn) / drawn if drawn else 0.0,
+    }
 
 
 def notify(observer, metrics: dict, config: TrainConfig) -> None:
@@ -589,98 +335,12 @@ def adam_for(config: TrainConfig) -> pytrio.AdamParams:
     return pytrio.AdamParams(learning_rate=config.learning_rate, grad_clip_norm=config.grad_clip_norm)
 
 
-def _search_stats(search_client) -> dict[str, float]:
-    stats = getattr(search_client, "stats", None)
-    if stats is None:
-        return {}
-    values = dict(stats.as_dict())
-    values["total_latency"] = getattr(stats, "total_latency", 0.0)
-    return values
-
-
 def step_questions(session: "TrainingSession", step: int) -> list:
     """The questions of `step`: the split's order, with the synthetic share (if any) mixed in."""
-    config = session.config
-    order = functools.partial(batch_for_step, balance_sources=config.balance_sources)
-    return batch_with_share(session.examples, session.synthetic, step, config.questions_per_batch,
-                            config.seed, config.synthetic_share, order=order)
+    return step_batch(session.examples, session.synthetic, step, session.config)
 
 
 # --------------------------------------------------------------------------- the loop
-
-
-@dataclass
-class TrainingSession:
-    """The long-lived objects of a run, so a notebook can step it by hand."""
-
-    config: TrainConfig
-    service: Any
-    training_client: Any
-    tokenizer: Any
-    search_client: Any
-    examples: list
-    run: RunDir
-    start_step: int = 0
-    history: list[dict] = field(default_factory=list)
-    optimised: bool = False  # an optim_step ran (or was restored), so save_state holds optimiser state
-    synthetic: list = field(default_factory=list)  # the synthetic split, when config.synthetic_share > 0
-
-
-def open_session(config: TrainConfig, service=None, search_client=None, examples=None) -> TrainingSession:
-    """Connect, create the LoRA trainer, load data; resume from `config.out` if it has a checkpoint."""
-    run = RunDir(config.out)
-    service = service or connect(config.backend)
-    model = config.resolved_model()
-    training_client = service.create_lora_training_client(
-        base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
-    )
-
-    def load(path: str, row: dict) -> None:
-        if row.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
-            result(training_client.load_state_with_optimizer(path))
-        else:  # saved before any optim_step (every group degenerate so far): weights only
-            result(training_client.load_state(path))
-
-    last = resume_checkpoint(run, load) if config.resume else None  # newest that loads
-    start_step = int(last["step"]) if last is not None else 0
-    if last is None and config.init_from:
-        result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
-    if start_step == 0 and not config.resume:
-        for stale in (run.metrics, run.checkpoints):
-            stale.unlink(missing_ok=True)
-    run.keep_metrics_before(start_step)
-    tokenizer = training_client.get_tokenizer()
-    if search_client is None:
-        search_client = create_search_client(config.search_backend)
-    if examples is None:
-        examples = load_examples(config.split, data_source=config.data_source, limit=config.limit,
-                                 skip=config.skip)
-    run.write_json("config.json", {"train": dataclasses.asdict(config), "model": model})
-    session = TrainingSession(config, service, training_client, tokenizer, search_client, list(examples), run, start_step)
-    session.optimised = bool(last and last.get("has_optimizer", True))
-    if config.synthetic_share > 0:
-        session.synthetic = load_examples(SYNTHETIC_SPLIT)
-    return session
-
-
-def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) -> str:
-    """save_state (weights + optimiser) and record it; `steps_done` steps are inside it."""
-    name = f"{Path(session.config.out).name}-step{steps_done:05d}"
-    response = result(session.training_client.save_state(name))
-    path = materialise_checkpoint(response, session.run.path / "checkpoints" / f"step{steps_done:05d}")
-    session.run.record_checkpoint(steps_done, path, time=time.time(), has_optimizer=session.optimised)
-    _prune_checkpoints(session.run, keep)
-    return path
-
-
-def _prune_checkpoints(run: RunDir, keep: int) -> None:
-    folder = run.path / "checkpoints"
-    if not folder.is_dir() or keep < 1:
-        return
-    wanted = {str(Path(row["path"]).resolve()) for row in run.checkpoint_rows()[-keep:]}
-    for child in folder.iterdir():
-        if child.is_dir() and str(child.resolve()) not in wanted:
-            shutil.rmtree(child, ignore_errors=True)
 
 
 def out_of_time(elapsed: float, step_times: Sequence[float], budget_s: float, first_compiles: bool = True) -> bool:

@@ -371,7 +371,7 @@ check_consume_assistant(consume_assistant)
 #
 # </details>
 #
-# Exercise 4 is the course's `consume_assistant` (`helpers/rollout.py`) run through the same checker.
+# Exercise 4 is the course's `consume_assistant` (`helpers/rollout/turns.py`) run through the same checker.
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 from helpers.rollout import consume_assistant

@@ -172,7 +172,7 @@ check_build_datum(build_datum)
 #
 # Try the exercises first; the solution cell is collapsed (click the dots). Exercise 1: build
 # exactly that trajectory with `helpers.rollout` types and let `build_datum` count. Exercise 2 is the
-# course's `build_datum` in `helpers/train.py`, run through the same checker.
+# course's `build_datum` in `helpers/datums.py`, run through the same checker.
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 from helpers.data import SearchExample

@@ -28,12 +28,12 @@
 # The baseline is the group's own mean: a trajectory is good if it did better than its siblings on
 # the same question. So the advantage can be computed only once **every** trajectory of the group has
 # finished — never per trajectory, and never per micro-batch (that would change the baseline).
-# The rule lives in one place, `helpers.reward.assign_advantages(groups)`: every reward function
+# The rule lives in one place, `helpers.advantages.assign_advantages(groups)`: every reward function
 # (exact match here, the gated reward of notebook 11) goes through it.
 
 # %%
 from helpers.data import SearchExample
-from helpers.reward import assign_advantages
+from helpers.advantages import assign_advantages
 from helpers.rollout import Group, Trajectory, groups_of
 from helpers.widgets import AdvantageBars, budgets
 from helpers.widgets.adapters import advantage_groups
@@ -244,7 +244,7 @@ check_weight_micro_batch(weight_micro_batch_for_global_mean)
 # ### Solutions
 #
 # Try the exercises first; the solution cell is collapsed (click the dots). Exercises 4 and 5 are the
-# course's own functions (`helpers/rollout.py`, `helpers/train.py`) run through the same checkers.
+# course's own functions (`helpers/rollout/loop.py`, `helpers/datums.py`) run through the same checkers.
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 from helpers.rollout import assign_group_advantages

@@ -157,7 +157,7 @@ import copy
 
 import matplotlib.pyplot as plt
 
-from helpers.reward import assign_advantages
+from helpers.advantages import assign_advantages
 from helpers.rollout import groups_of
 
 plain = [copy.copy(t) for t in group]  # rewarded by exact match

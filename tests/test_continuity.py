@@ -19,7 +19,7 @@ from helpers.rollout import (
     AssistantTurn,
     TemplateRewroteHistory,
     Trajectory,
-    _suffix_prefix_overlap,
+    suffix_prefix_overlap,
     assistant_closing_tokens,
     build_next_prompt,
     check_continuity,
@@ -40,10 +40,10 @@ def encode(tokenizer, text):
 
 
 def test_overlap_is_the_longest_suffix_prefix_match():
-    assert _suffix_prefix_overlap([5, 6, 7], [7, 8]) == 1
-    assert _suffix_prefix_overlap([5, 7, 8], [7, 8]) == 2
-    assert _suffix_prefix_overlap([5, 6], [7, 8]) == 0
-    assert _suffix_prefix_overlap([], [7, 8]) == 0
+    assert suffix_prefix_overlap([5, 6, 7], [7, 8]) == 1
+    assert suffix_prefix_overlap([5, 7, 8], [7, 8]) == 2
+    assert suffix_prefix_overlap([5, 6], [7, 8]) == 0
+    assert suffix_prefix_overlap([], [7, 8]) == 0
 
 
 def test_closing_tokens_are_the_end_of_turn_marker_and_newline(tokenizer):

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from helpers import efficiency as eff
 from helpers.data import SearchExample
-from helpers.reward import assign_advantages, score
+from helpers.advantages import assign_advantages
+from helpers.reward import score
 from helpers.rollout import AssistantTurn, Trajectory, groups_of
 from helpers.train import build_training_datums
 

@@ -14,7 +14,8 @@ import pytest
 from helpers.data import SearchExample
 from helpers.models import load_tokenizer
 from helpers.protocol import build_messages, build_prompt
-from helpers.reward import FORMAT_PENALTY, assign_advantages, exact_match_reward, score
+from helpers.advantages import assign_advantages
+from helpers.reward import FORMAT_PENALTY, exact_match_reward, score
 from helpers.rollout import (
     RolloutBatch,
     RolloutConfig,

@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 
 from helpers.data import SearchExample
+from helpers.protocol import tool_message
+from helpers.search import format_results
 from helpers.search.types import SearchItem, SearchResult, SearchStats
-from helpers.sft import (
-    SFTConfig,
-    build_sft_datum,
-    find_answer_in,
-    run_sft,
-    teacher_trajectory,
-)
+from helpers.datums import build_sft_datum
+from helpers.reward import find_answer_in
+from helpers.sft import SFTConfig, run_sft
+from helpers.teacher import teacher_trajectory
 from helpers.train import weight_micro_batch_for_global_mean
 
 
@@ -63,7 +62,7 @@ def test_teacher_searches_again_for_a_name_it_read_in_the_evidence():
 
 
 def test_reachable_queries_only_use_what_the_policy_has_read():
-    from helpers.sft import names_in, reachable_queries
+    from helpers.teacher import names_in, reachable_queries
 
     assert names_in("In 1999 The Church of England met Sam Snead. There it was.") == ["Church of England", "Sam Snead"]
     items = [SearchItem(title="Masters Tournament", content="Won by Sam Snead at Augusta National in 1949."),
@@ -169,7 +168,7 @@ def test_teacher_hints_are_tried_before_the_reachable_queries():
 def test_gold_titles_come_from_the_split_metadata_and_the_corpus():
     from helpers.data import load_examples, load_rows
     from helpers.search.local import get_index
-    from helpers.sft import gold_titles
+    from helpers.teacher import gold_titles
 
     examples = load_examples("train", data_source="hotpotqa", limit=3)
     titles = gold_titles(examples)
@@ -300,7 +299,7 @@ def test_a_decomposing_teacher_searches_the_bridge_and_answers_from_the_first_ev
 
 
 def test_share_picks_the_same_questions_whatever_the_order():
-    from helpers.sft import in_share
+    from helpers.teacher import in_share
 
     keys = [f"q{i}" for i in range(2000)]
     picked = [k for k in keys if in_share(k, 0.3)]
@@ -323,7 +322,7 @@ def fixture_index():
 
 def test_keyword_queries_are_names_then_the_rarest_words_never_the_question_again(fixture_index):
     from helpers.search.local import analyze
-    from helpers.sft import keyword_queries
+    from helpers.teacher import keyword_queries
 
     question = "who was the actress Shirley Temple and which river flows through Paris"
     queries = keyword_queries(question, fixture_index)
@@ -336,7 +335,7 @@ def test_the_first_query_is_rewritten_only_where_keywords_retrieve_more_gold(fix
     from types import SimpleNamespace
 
     from helpers.search import local
-    from helpers.sft import rewritten_first_query
+    from helpers.teacher import rewritten_first_query
 
     search = local.LocalSearchClient(fixture_index, topk=1)
     missed = SimpleNamespace(id="r1", question="who was the actress Shirley Temple and which river flows through Paris",
@@ -363,3 +362,31 @@ def test_the_call_marker_warning_names_too_little_training_before_the_tokenizer(
     assert "0.04" in little and "too few" in little and "fast profile" in little and "tokenizer" not in little
     trained = call_marker_warning(0.04, ENOUGH_DEMONSTRATIONS_SEEN, 20)
     assert "tokenizer splits the marker" in trained and "too few" not in trained
+
+
+def test_the_teacher_shows_the_items_a_rollout_would_show(tokenizer):
+    """The demonstration's observation is cut where the rollout cuts it: every kept item's tool turn
+    fits the budget, rendered through the whole chat template, and one more item would not."""
+    from helpers.protocol import build_messages, render_tokens
+    from helpers.rollout import search_call_message
+
+    long = "Wilmette is a village in Cook County, Illinois, on the shore of Lake Michigan. " * 4
+    items = [("Fueled Ramen", "A record label based in Wilmette, Illinois. " + long)] + \
+        [(f"Other {k}", long) for k in range(5)]
+    example = SearchExample(id="q1", question="Where is Fueled Ramen based?", answers=["Wilmette"], data_source="nq")
+    search = ScriptedSearch({example.question: items})
+    budget = 206  # where counting the content alone, plus a fixed overhead, would keep one item too many
+    demo = teacher_trajectory(example, search, tokenizer, max_tool_response_tokens=budget)
+    shown = demo.messages[3]["content"]
+    kept = shown.count("Title:")
+    assert 1 <= kept < len(items)
+
+    before = [*build_messages(example.question), search_call_message(example.question, "call_1")]
+    closed = render_tokens(tokenizer, before, add_generation_prompt=False)
+
+    def tool_turn_tokens(count: int) -> int:
+        result = search.search(example.question)
+        content = format_results(SearchResult(ok=True, items=result.items[:count], latency=0.0))
+        return len(render_tokens(tokenizer, [*before, tool_message("call_1", content)], add_generation_prompt=True)) - len(closed)
+
+    assert tool_turn_tokens(kept) <= budget < tool_turn_tokens(kept + 1)

@@ -9,7 +9,8 @@ import pytest
 
 import helpers.train as train_module
 from helpers.data import SearchExample
-from helpers.reward import assign_advantages, score
+from helpers.advantages import assign_advantages
+from helpers.reward import score
 from helpers.rollout import AssistantTurn, RolloutGroups, RolloutStats, Trajectory, groups_of
 from helpers.runs import read_jsonl
 from helpers.train import RunDir, TrainConfig, TrainingSession, batch_for_step, train

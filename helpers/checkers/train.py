@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from helpers.checkers._runner import Case, Mismatch, Property, Raises, run_checks
 from helpers.data import SearchExample
 from helpers.rollout import AssistantTurn, Trajectory
-from helpers.train import TrainingDatum, build_datum
+from helpers.datums import TrainingDatum, build_datum
 
 EXAMPLE = SearchExample("check", "a question", ["an answer"], "check")
 

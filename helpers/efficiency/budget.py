@@ -13,6 +13,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from helpers.metrics import batch_summary, trajectory_facts
 from helpers.rollout import RolloutConfig, rollout_batch
 
 BUDGETS = tuple(range(11))  # b = 0 (no search: parametric knowledge only) ... 10 (generous)
@@ -43,20 +44,18 @@ def trajectory_cost(trajectory: Any) -> tuple[int, int]:
 
 
 def budget_point(policy: str, budget: int, trajectories: Sequence[Any], seconds: float = 0.0) -> BudgetPoint:
-    n = max(len(trajectories), 1)
-    costs = [trajectory_cost(t) for t in trajectories]
-    inputs = sum(c[0] for c in costs) / n
-    outputs = sum(c[1] for c in costs) / n
+    batch = batch_summary([trajectory_facts(t) for t in trajectories])
+    inputs = sum(trajectory_cost(t)[0] for t in trajectories) / max(len(trajectories), 1)
     return BudgetPoint(
         policy=policy,
         budget=int(budget),
         questions=len(trajectories),
-        accuracy=sum(bool(t.exact_match) for t in trajectories) / n,
-        valid_format_rate=sum(bool(t.valid_format) for t in trajectories) / n,
-        search_calls_mean=sum(int(t.search_calls) for t in trajectories) / n,
-        output_tokens_mean=outputs,
+        accuracy=batch["exact_match"],
+        valid_format_rate=batch["valid_format_rate"],
+        search_calls_mean=batch["search_calls_mean"],
+        output_tokens_mean=batch["sampled_tokens_mean"],
         input_tokens_mean=inputs,
-        tokens_per_question=inputs + outputs,
+        tokens_per_question=inputs + batch["sampled_tokens_mean"],
         seconds=seconds,
     )
 

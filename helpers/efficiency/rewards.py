@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from helpers.reward import GroupRewards, group_advantages, outcome_reward, register_reward
+from helpers.advantages import group_advantages
+from helpers.reward import GroupRewards, outcome_reward, register_reward
 
 PreferenceFn = Callable[[Any], float]
 # the weights of R, each >= 0 (and a flag of `python -m helpers.efficiency compare`)

@@ -130,8 +130,9 @@ def train_with_reward(
 def load_metrics(out: str | Path) -> list[dict]:
     """The metrics rows of a recorded run folder ([] when it has none).
 
-    `reward_mean` is the mean of the reward the run trained on; older rows kept that number in
-    `reward_mean_used` (and the exact-match reward in `reward_mean`), read here as today's name.
+    `reward_mean` is the mean of the reward the run trained on. The folders recorded under
+    results/efficiency write it as `reward_mean_used` (beside the exact-match reward's mean), so a
+    row with that field is read with it as `reward_mean`.
     """
     rows = read_jsonl(Path(out) / "metrics.jsonl")
     for row in rows:

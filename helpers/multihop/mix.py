@@ -1,6 +1,11 @@
-"""The synthetic share of a GRPO batch: a fixed number of synthetic questions in every batch.
+"""Which questions each GRPO step sees: the split's order, balanced sources, the synthetic share.
 
-Perplexity's post reweights its data components (90/10) so that one does not dominate the
+Every order here is a pure function of (step, seed), so a resumed run replays the same batches:
+`batch_for_step` (a fresh seeded permutation per pass, optionally an equal share per data
+source), `step_batch` (that order with the synthetic share mixed in) and `extra_questions` (the
+questions dynamic sampling may add to a step).
+
+The synthetic share: Perplexity's post reweights its data components (90/10) so that one does not dominate the
 updates; here the knob is ``share``, the fraction of each batch drawn from the synthetic split.
 Each pool cycles through its own seeded permutation, one per pass, and a batch is a pure
 function of (step, seed): a resumed run replays the same batches.
@@ -8,8 +13,10 @@ function of (step, seed): a resumed run replays the same batches.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Sequence
+from typing import Any
 
 SHARE = 0.0  # off unless a recipe asks for it
 
@@ -40,9 +47,53 @@ def cycle(pool: Sequence, step: int, count: int, seed: int) -> list:
 
 def batch_with_share(examples: Sequence, synthetic: Sequence, step: int, size: int, seed: int,
                      share: float = SHARE, order: Callable[..., list] | None = None) -> list:
-    """One step's questions: `size - k` from `examples` (through `order`, e.g. the trainer's own
+    """One step's questions: `size - k` from `examples` (through `order`, e.g.
     ``batch_for_step(examples, step, n, seed)``), then `k = synthetic_count(size, share)` synthetic."""
     k = synthetic_count(size, share)
     rest = size - k
     base = (order or cycle)(examples, step, rest, seed) if rest else []
     return list(base) + cycle(synthetic, step, k, seed + 104_729)
+
+
+def batch_for_step(examples: Sequence, step: int, size: int, seed: int, balance_sources: bool = False) -> list:
+    """The questions of one step, a pure function of (step, seed): resuming replays the same order.
+
+    Each pass over the data is a fresh seeded permutation, so a long run sees every question
+    once per epoch. With `balance_sources` every data_source gets an equal share of each batch
+    (the first sources in name order take the remainder), each cycling through its own questions.
+    """
+    if not examples:
+        raise ValueError("no training examples: run helpers.data.prepare_data() or check the split name")
+    if balance_sources:
+        by_source: dict[str, list] = {}
+        for example in examples:
+            by_source.setdefault(getattr(example, "data_source", "unknown"), []).append(example)
+        names = sorted(by_source)
+        if len(names) > 1:
+            if size < len(names):
+                raise ValueError(f"balance_sources needs questions_per_batch >= {len(names)} (one per source {names})")
+            share, extra = divmod(size, len(names))
+            batch = []
+            for i, name in enumerate(names):
+                batch += batch_for_step(by_source[name], step, share + (i < extra), seed + 7919 * (i + 1))
+            return batch
+    return cycle(examples, step, size, seed)
+
+
+def step_batch(examples: Sequence, synthetic: Sequence, step: int, config: Any) -> list:
+    """The questions of `step` under a training config: the split's order, the synthetic share mixed in."""
+    order = functools.partial(batch_for_step, balance_sources=config.balance_sources)
+    return batch_with_share(examples, synthetic, step, config.questions_per_batch, config.seed,
+                            config.synthetic_share, order=order)
+
+
+def extra_questions(examples: Sequence, step: int, config: Any) -> list:
+    """The questions dynamic sampling may add to `step`, in the order it draws them.
+
+    A second seeded order over the same examples, a pure function of (seed, step) like
+    `batch_for_step`, so a resumed run draws the same extra questions.
+    """
+    if not config.dynamic_sampling or config.dynamic_sampling_rounds < 2:
+        return []
+    size = config.questions_per_batch * (config.dynamic_sampling_rounds - 1)
+    return batch_for_step(examples, step, size, config.seed + 1_000_033, config.balance_sources)

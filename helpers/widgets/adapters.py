@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from helpers.advantages import no_signal
 from helpers.rollout import Trajectory, groups_of, token_table
 from helpers.widgets.tokens import normalise_rows
 
@@ -159,7 +160,7 @@ def trajectory_tree(group: Sequence[Trajectory]) -> dict[str, Any]:
         "prompt_tokens": len(group[0].turns[0].prompt_tokens) if group[0].turns else 0,
         "group_size": len(group),
         "mean_reward": sum(rewards) / len(rewards),
-        "degenerate": max(rewards) - min(rewards) <= 1e-12,
+        "degenerate": no_signal(rewards),
         "branches": branches,
         "root": strip(root),
     }

@@ -12,6 +12,7 @@ import math
 import urllib.parse
 from typing import Any, Iterable, Sequence
 
+from helpers.advantages import group_advantages, no_signal
 from helpers.protocol import call_text
 
 CORRECT = "correct"
@@ -257,7 +258,7 @@ def check_group_advantages(rewards: Sequence[float], guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "A_i = r_i − mean(r of the group)")
     mean = sum(rewards) / len(rewards)
-    expected = [r - mean for r in rewards]
+    expected = group_advantages(rewards)
     ok = len(list(guess)) == len(expected) and all(_close(g, e) for g, e in zip(guess, expected))
     return report(ok, f"the group mean is {mean:g}; subtract it from each reward")
 
@@ -265,7 +266,7 @@ def check_group_advantages(rewards: Sequence[float], guess: Any) -> Verdict:
 def check_degenerate(groups: Sequence[Sequence[float]], guess: Any) -> Verdict:
     if _blank(guess):
         return report(False, "a group is degenerate when every reward is the same (all advantages 0)")
-    expected = sum(1 for rewards in groups if len(set(rewards)) == 1)
+    expected = sum(1 for rewards in groups if no_signal(rewards))
     return report(int(guess) == expected, "count groups whose rewards are all equal, whatever the value")
 
 

@@ -1,0 +1,95 @@
+"""A GRPO run's long-lived objects: the trainer, the data and the run folder, resumed and checkpointed.
+
+`open_session` connects, creates the LoRA trainer and resumes from the newest checkpoint of
+`config.out` that loads; `save_checkpoint` keeps the last few. The loop that steps a session is
+`helpers.train.train`; a notebook can also step one by hand with `helpers.train.train_step`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helpers.data import load_examples
+from helpers.engine import connect
+from helpers.multihop.build import SPLIT as SYNTHETIC_SPLIT
+from helpers.runs import RunDir, materialise_checkpoint, result, resume_checkpoint
+from helpers.search import create_search_client
+
+
+@dataclass
+class TrainingSession:
+    """The long-lived objects of a run, so a notebook can step it by hand."""
+
+    config: Any  # the run's helpers.train.TrainConfig
+    service: Any
+    training_client: Any
+    tokenizer: Any
+    search_client: Any
+    examples: list
+    run: RunDir
+    start_step: int = 0
+    history: list[dict] = field(default_factory=list)
+    optimised: bool = False  # an optim_step ran (or was restored), so save_state holds optimiser state
+    synthetic: list = field(default_factory=list)  # the synthetic split, when config.synthetic_share > 0
+
+
+def open_session(config: Any, service=None, search_client=None, examples=None) -> TrainingSession:
+    """Connect, create the LoRA trainer, load data; resume from `config.out` if it has a checkpoint."""
+    run = RunDir(config.out)
+    service = service or connect(config.backend)
+    model = config.resolved_model()
+    training_client = service.create_lora_training_client(
+        base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
+    )
+
+    def load(path: str, row: dict) -> None:
+        if row.get("has_optimizer", True) and hasattr(training_client, "load_state_with_optimizer"):
+            result(training_client.load_state_with_optimizer(path))
+        else:  # saved before any optim_step (every group degenerate so far): weights only
+            result(training_client.load_state(path))
+
+    last = resume_checkpoint(run, load) if config.resume else None  # newest that loads
+    start_step = int(last["step"]) if last is not None else 0
+    if last is None and config.init_from:
+        result(training_client.load_state(config.init_from))  # weights only: fresh optimiser for RL
+    if start_step == 0 and not config.resume:
+        for stale in (run.metrics, run.checkpoints):
+            stale.unlink(missing_ok=True)
+    run.keep_metrics_before(start_step)
+    tokenizer = training_client.get_tokenizer()
+    if search_client is None:
+        search_client = create_search_client(config.search_backend)
+    if examples is None:
+        examples = load_examples(config.split, data_source=config.data_source, limit=config.limit,
+                                 skip=config.skip)
+    run.write_json("config.json", {"train": dataclasses.asdict(config), "model": model})
+    session = TrainingSession(config, service, training_client, tokenizer, search_client, list(examples), run, start_step)
+    session.optimised = bool(last and last.get("has_optimizer", True))
+    if config.synthetic_share > 0:
+        session.synthetic = load_examples(SYNTHETIC_SPLIT)
+    return session
+
+
+def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) -> str:
+    """save_state (weights + optimiser) and record it; `steps_done` steps are inside it."""
+    name = f"{Path(session.config.out).name}-step{steps_done:05d}"
+    response = result(session.training_client.save_state(name))
+    path = materialise_checkpoint(response, session.run.path / "checkpoints" / f"step{steps_done:05d}")
+    session.run.record_checkpoint(steps_done, path, time=time.time(), has_optimizer=session.optimised)
+    _prune_checkpoints(session.run, keep)
+    return path
+
+
+def _prune_checkpoints(run: RunDir, keep: int) -> None:
+    folder = run.path / "checkpoints"
+    if not folder.is_dir() or keep < 1:
+        return
+    wanted = {str(Path(row["path"]).resolve()) for row in run.checkpoint_rows()[-keep:]}
+    for child in folder.iterdir():
+        if child.is_dir() and str(child.resolve()) not in wanted:
+            shutil.rmtree(child, ignore_errors=True)
