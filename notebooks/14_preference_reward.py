@@ -130,7 +130,7 @@ plt.tight_layout()
 # the position.
 
 # %%
-report = {name: {"held-out": model.evaluate(held_out), "ties": model.evaluate(ties)}
+report = {name: {"held-out": model.evaluate(held_out, progress=True), "ties": model.evaluate(ties, progress=True)}
           for name, model in (("one order", one_order), ("symmetrised", symmetrised))}
 table = pd.DataFrame({name: {"held-out accuracy (P̄)": r["held-out"]["accuracy"],
                              "held-out accuracy, one order read": r["held-out"]["accuracy_one_order"],
@@ -269,7 +269,10 @@ import random
 from helpers.preference.pairs import worse_reply
 
 
-def stand_in_sampler(prompt, k, rng=random.Random(0)):
+rng = random.Random(0)
+
+
+def stand_in_sampler(prompt, k):
     """k replies to `prompt`, each plain or flawed in one of the rule's ways (a stand-in for a policy)."""
     styles = ["plain", "hedged", "cited", "language", "restated", "wrong"]
     weights = [6, 1, 1, 1, 1, 1] if rng.random() < 0.5 else [1, 2, 2, 2, 2, 2]

@@ -11,7 +11,7 @@ import json
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -207,8 +207,9 @@ class Preference:
         folder.mkdir(parents=True, exist_ok=True)
         save_file({n: p.detach().cpu().contiguous() for n, p in self.model.trainable().items()},
                   str(folder / WEIGHTS_FILE))
-        (folder / CONFIG_FILE).write_text(json.dumps({"config": asdict(self.config), "history": self.history,
-                                                      "model": self.config.resolved_model()}, indent=2))
+        # the backbone by name, so a model saved under one profile loads on the same backbone under another
+        saved = asdict(replace(self.config, model=self.config.resolved_model()))
+        (folder / CONFIG_FILE).write_text(json.dumps({"config": saved, "history": self.history}, indent=2))
         return folder
 
     @classmethod
