@@ -173,7 +173,6 @@ pd.Series(report["symmetrised"]["held-out"]["by_rule"], name="accuracy").to_fram
 # wrong one. The reference reply is the plain one.
 
 # %%
-from helpers.preference.score import PreferenceScore
 from helpers.rollout import Group
 from helpers.widgets.course import forced_trajectory
 
@@ -188,7 +187,7 @@ replies = {
     "wrong, plain": "Dublin",
 }
 group = Group(question, [forced_trajectory(question, [], text, group_index=i) for i, text in enumerate(replies.values())])
-score = PreferenceScore(symmetrised, {question.id: f"The answer is {gold}."})
+score = pref.PreferenceScore(symmetrised, {question.id: f"The answer is {gold}."})
 s = score.scores(group)
 print("question:", question.question, "| gold:", gold)
 fig, ax = plt.subplots(figsize=(7, 2.6))
@@ -237,7 +236,7 @@ pd.DataFrame({"reply": list(replies), "r_base": [r.r_base for r in model_s], "s"
 folder = symmetrised.save(config.RUNS_DIR / "preference" / f"{config.profile()}-{config.default_model()}")
 again = pref.Preference.load(folder)
 print(sorted(p.name for p in folder.iterdir()), "| same s after loading:",
-      np.allclose(PreferenceScore(again, score.reference).scores(group), s, atol=1e-5))
+      np.allclose(pref.PreferenceScore(again, score.reference).scores(group), s, atol=1e-5))
 
 # %% [markdown]
 # ## Rubric prompts, the pass@4 filter and the 90/10 mix

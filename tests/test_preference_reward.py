@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.efficiency import EfficiencyConfig, GatedReward, ReferenceLengths, score_group
-from helpers.preference.score import PreferenceScore
+from helpers.preference import PreferenceScore
 from helpers.reward import make_reward
 from helpers.rubrics import (CITATION_MARK, RUBRIC_SHARE, make_rubric_prompts, mix_prompts, pass_at_k_filter)
 

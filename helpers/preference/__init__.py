@@ -18,10 +18,11 @@ from helpers.preference.loss import bt_loss, position_bias, position_free_probab
 from helpers.preference.model import EncodedPair, LoRALinear, PreferenceModel, encode_pair
 from helpers.preference.pairs import (RULES, PreferencePair, both_orders, make_pairs, make_ties, split_pairs,
                                       worse_reply)
+from helpers.preference.score import PreferenceScore, final_reply
 from helpers.preference.train import Preference, PreferenceConfig, train_preference
 
 __all__ = [
     "RULES", "EncodedPair", "LoRALinear", "Preference", "PreferenceConfig", "PreferenceModel",
-    "PreferencePair", "both_orders", "bt_loss", "encode_pair", "make_pairs", "make_ties", "position_bias",
+    "PreferencePair", "PreferenceScore", "both_orders", "bt_loss", "encode_pair", "final_reply", "make_pairs", "make_ties", "position_bias",
     "position_free_probability", "split_pairs", "symmetrised_loss", "train_preference", "worse_reply",
 ]
