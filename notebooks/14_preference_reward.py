@@ -90,8 +90,9 @@ pd.DataFrame([p.as_dict() for p in pairs[:6]])[["rule", "a", "b", "r"]]
 one_order = pref.Preference(pref.PreferenceConfig(symmetrise=False, epochs=SIZES["epochs"], lora_layers=SIZES["lora_layers"]))
 pair = held_out[0]
 encoded = one_order.encoded(pair.question, pair.a, pair.b)
-pieces = [one_order.tokenizer.decode([t]) for t in encoded.ids]
-print("".join(f"⟦{p}⟧" if i in (encoded.first_end, encoded.second_end) else p for i, p in enumerate(pieces)))
+ids, decode = encoded.ids, one_order.tokenizer.decode
+a_end, b_end = encoded.first_end, encoded.second_end
+print(decode(ids[:a_end]) + f"⟦{decode(ids[a_end:a_end + 1])}⟧" + decode(ids[a_end + 1:b_end]) + f"⟦{decode(ids[b_end:])}⟧")
 print(f"{len(encoded.ids)} tokens; the value head is read at the two ⟦ ⟧ newlines; "
       f"{one_order.model.lora_layers} of {len(one_order.model.backbone.layers)} blocks train")
 
