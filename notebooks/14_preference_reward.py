@@ -150,7 +150,9 @@ table.round(3)
 # Read the two columns. Both models learned the rule (the flaws are easy to see), but the one-order
 # model also learned where the preferred reply tended to sit: on held-out pairs, and most of all on
 # ties, it prefers slot A in *both* orders. The symmetrised model's bias on held-out pairs is close
-# to zero — it was trained to give the same verdict either way round on pairs like these.
+# to zero — it was trained to give the same verdict either way round on pairs like these. (In the
+# `fast` profile the small model sees too few pairs to learn much of either; the `full` profile shows
+# the contrast: `benchmarks/RESULTS.md` has both.)
 #
 # Ties are a kind of pair neither model saw in training, and there the symmetrised model may still
 # lean to one slot (the second reply is read after the first, so its reading differs): the loss
