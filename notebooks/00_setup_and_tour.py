@@ -130,6 +130,7 @@ for token, logprob in list(zip(sequence.tokens, sequence.logprobs))[:10]:
 # | 08 | group advantages, micro-batches and the loss normalisation |
 # | 09 | the training run: SFT warm start, then GRPO, with a live dashboard |
 # | 10 | evaluation and analysis, and the trained agent answering your question |
+# | 11–14 | beyond Search-R1, from Perplexity's post: efficiency rewards, budget-forced evaluation, the train/inference mismatch, and the preference score $s(\tau)$ with rubric-checked data (14) |
 
 # %% [markdown]
 # ## Exercises

@@ -31,7 +31,8 @@
 # $$R(\tau) = r_\text{base}(\tau)\cdot s(\tau) \;-\; \big(\lambda_\text{tool}\,\text{pen}_\text{tool}(\tau) + \lambda_\text{len}\,\text{pen}_\text{len}(\tau)\big)$$
 #
 # - $r_\text{base}\in\{0,1\}$ — exact match. It *gates* the preference score $s\in[0,1]$ (a reward
-#   model's verdict; here 1 unless you plug one in): style can never buy back a wrong answer.
+#   model's verdict; here 1 unless you plug one in — notebook 14 trains that model): style can
+#   never buy back a wrong answer.
 # - $\text{pen}_\text{tool}$ — searches beyond what the group's **winners** needed.
 # - $\text{pen}_\text{len}$ — verbose winners and terse losers, against a reference model's lengths.
 

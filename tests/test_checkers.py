@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from helpers import checkers
-from helpers.efficiency import tool_penalties
+from helpers.efficiency import gated_reward, tool_penalties
+from helpers.preference import bt_loss, symmetrised_loss
 from helpers.protocol import parse_assistant
 from helpers.reward import normalize_answer, score_answer
 from helpers.rollout import assign_group_advantages, consume_assistant
@@ -28,6 +29,8 @@ REFERENCES = [
     (checkers.check_assign_group_advantages, assign_group_advantages),
     (checkers.check_weight_micro_batch, weight_micro_batch_for_global_mean),
     (checkers.check_tool_penalty, tool_penalties),
+    (checkers.check_symmetrised_loss, symmetrised_loss),
+    (checkers.check_gate, lambda r_base, s, pen: [gated_reward(*member) for member in zip(r_base, s, pen)]),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
@@ -37,6 +40,7 @@ EXERCISES = {
     "07": {"build_datum"},
     "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean"},
     "11": {"tool_penalties"},
+    "14": {"symmetrised_loss", "gate"},
 }
 
 
@@ -126,7 +130,15 @@ def _near_misses():
     def flat_price(calls, winners, baseline, alpha_win=1.0, alpha_lose=0.5, beta_lose=0.1):
         return [0.1 * c for c in calls]
 
+    def one_order(delta_ab, delta_ba, r):  # the plain BT loss: the swapped order never seen
+        return bt_loss(delta_ab, r)
+
+    def linear_sum(r_base, s, pen):  # the hackable combination the gate replaces
+        return [r + p - q for r, p, q in zip(r_base, s, pen)]
+
     return [
+        (checkers.check_symmetrised_loss, one_order),
+        (checkers.check_gate, linear_sum),
         (checkers.check_parse_assistant, answer_everything),
         (checkers.check_normalize_answer, unstripped_normalise),
         (checkers.check_score_answer, articles_kept),

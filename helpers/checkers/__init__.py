@@ -8,6 +8,7 @@ Each checker returns a Verdict (True when every case holds) and never raises on 
 """
 
 from helpers.checkers.efficiency import check_tool_penalty
+from helpers.checkers.preference import check_gate, check_symmetrised_loss
 from helpers.checkers.protocol import check_parse_assistant
 from helpers.checkers.reward import check_normalize_answer, check_score_answer
 from helpers.checkers.rollout import check_consume_assistant
@@ -17,9 +18,11 @@ __all__ = [
     "check_assign_group_advantages",
     "check_build_datum",
     "check_consume_assistant",
+    "check_gate",
     "check_normalize_answer",
     "check_parse_assistant",
     "check_score_answer",
+    "check_symmetrised_loss",
     "check_tool_penalty",
     "check_weight_micro_batch",
 ]

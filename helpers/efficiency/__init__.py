@@ -6,7 +6,8 @@ to stop searching or to stop talking. This module adds the gated reward
     R(tau) = r_base(tau) * s(tau) - pen_eff(tau),      pen_eff = lam_tool * pen_tool + lam_len * pen_len
 
 - r_base in {0, 1}: exact match (the gate: no preference credit without a correct answer);
-- s in [0, 1]: a pluggable preference score (default 1, i.e. no preference model);
+- s in [0, 1]: a pluggable preference score (default 1, i.e. no preference model; `helpers.preference`
+  trains one, and `GatedReward(preference=...)` takes it);
 - pen_tool: a group-anchored tool-call penalty (calls beyond what the group's winners needed);
 - pen_len: a length penalty against reference lengths (verbose winners, terse losers).
 

@@ -287,13 +287,18 @@ class GatedReward:
     `use=False` keeps the plain exact-match reward and only logs the gated terms (the baseline run
     of a comparison, so both runs log the same metrics). `reference` (a `ReferenceLengths`) gives
     the reference lengths of Perplexity's post, sampled once per question by a frozen policy;
-    without it each group's own lengths are the reference.
+    without it each group's own lengths are the reference. `preference` (an object whose
+    `scores(group)` gives s per trajectory, e.g. `helpers.preference.PreferenceScore`) or
+    `preference_fn` (trajectory -> s) gives the preference score; without either, s = 1.
     """
 
     def __init__(self, config: EfficiencyConfig = EfficiencyConfig(), *, preference_fn: PreferenceFn | None = None,
-                 reference: Any = None, use: bool = True) -> None:
+                 preference: Any = None, reference: Any = None, use: bool = True) -> None:
+        if preference is not None and preference_fn is not None:
+            raise ValueError("give the gated reward either preference or preference_fn, not both")
         self.config = config
         self.preference_fn = preference_fn
+        self.preference = preference
         self.reference = reference
         self.use = use
         self.references: dict[str, list[float]] = {}
@@ -304,7 +309,11 @@ class GatedReward:
 
     def breakdown(self, group: Any) -> list[EfficiencyBreakdown]:
         """Every term of R for each trajectory of `group`, with its advantage."""
-        preferences = None if self.preference_fn is None else [float(self.preference_fn(t)) for t in group]
+        preferences = None
+        if self.preference is not None:
+            preferences = [float(s) for s in self.preference.scores(group)]
+        elif self.preference_fn is not None:
+            preferences = [float(self.preference_fn(t)) for t in group]
         return score_group(**group_numbers(group.trajectories), preferences=preferences,
                            reference_lengths=self.references.get(group.example.id), config=self.config,
                            rng=group_rng(self.config, group))
@@ -321,13 +330,17 @@ class GatedReward:
         return GroupRewards(rewards, components)
 
 
-def gated_reward_fn(**options: Any) -> GatedReward:
-    """The registered factory: `options` are EfficiencyConfig fields (`lambda_tool=0.3`, ...)."""
+def gated_reward_fn(*, preference: Any = None, reference: Any = None, **options: Any) -> GatedReward:
+    """The registered factory: `options` are EfficiencyConfig fields (`lambda_tool=0.3`, ...);
+    `preference` (s from a preference model, e.g. `helpers.preference.PreferenceScore`) and
+    `reference` (the reference model's lengths, a `ReferenceLengths`) are objects, given from Python.
+    Without them s = 1 and each group's own lengths are the reference."""
     names = {f.name for f in fields(EfficiencyConfig)}
     unknown = sorted(set(options) - names)
     if unknown:
-        raise ValueError(f"the gated reward has no option {unknown}; options: {sorted(names)}")
-    return GatedReward(EfficiencyConfig(**options))
+        raise ValueError(f"the gated reward has no option {unknown}; options: "
+                         f"{sorted(names | {'preference', 'reference'})}")
+    return GatedReward(EfficiencyConfig(**options), preference=preference, reference=reference)
 
 
 register_reward("gated", gated_reward_fn)

@@ -45,6 +45,7 @@ class ReferenceLengths:
         self.search_client = search_client
         self.rollout_config = rollout_config  # step -> RolloutConfig, for `for_groups`
         self.cache: dict[str, list[int]] = {}
+        self.replies: dict[str, list[str]] = {}  # the same rollouts' final replies (preference references)
 
     def for_batch(self, batch: Sequence[Any], rollout_config: Any) -> dict[int, list[int]]:
         """Reference lengths per position in `batch`; questions not seen before are sampled at once."""
@@ -54,7 +55,14 @@ class ReferenceLengths:
                                     rollout_config, progress=False)
             for ex, group in zip(missing, groups, strict=True):
                 self.cache[ex.id] = [max(generated_length(t), 1) for t in group]
+                self.replies[ex.id] = [t.final_text for t in group]
         return {qi: self.cache[ex.id] for qi, ex in enumerate(batch)}
+
+    def reply(self, example: Any) -> str:
+        """The reference policy's first reply to `example` (sampled by `for_batch`/`for_groups`)."""
+        if example.id not in self.replies:
+            raise KeyError(f"no reference rollout for question {example.id!r} yet")
+        return self.replies[example.id][0]
 
     def for_groups(self, groups: Sequence[Any]) -> dict[str, list[int]]:
         """Reference lengths by question id for a step's groups (the `GatedReward.prepare` hook)."""

@@ -1,0 +1,171 @@
+"""Rubric-checked prompts: the general-chat half of Perplexity's post, with rules as the judge.
+
+The post's general-chat data gives every prompt a few rubrics, each objective (checkable without
+taste) and necessary (needed to answer, not a stylistic wish), and r_base = 1 only when a reply
+meets all of them. Its judge is a model; here every rubric is a rule, so the course can check
+them offline. Prompts are questions of the course's data whose answer is in the corpus, each
+asked with a few instructions, and each instruction is one rubric.
+
+Two more steps of the post live here: the pass@4 filter (sample four replies per prompt, drop a
+prompt that none or all of them pass: it teaches nothing) and the 90/10 prompt mix (verifiable
+questions : rubric prompts), so the easier rubric signal does not dominate the updates.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from helpers.reward import contains_answer
+
+CITATION_MARK = re.compile(r"\[(web|memory|chart|attached_file|\w+):\s*\d+\]")
+HEDGES = ("i think", "maybe", "perhaps", "might", "not sure", "not certain", "i guess", "possibly")
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """One objective, necessary criterion and the rule that checks it."""
+
+    name: str
+    text: str
+    check: Callable[[str], bool] = field(repr=False, compare=False)
+
+    def __call__(self, reply: str) -> bool:
+        return bool(self.check(reply or ""))
+
+
+@dataclass(frozen=True)
+class RubricPrompt:
+    """A prompt, the question behind it (for the answer rubric) and its 3-5 rubrics."""
+
+    id: str
+    prompt: str
+    question: str
+    answers: tuple[str, ...]
+    rubrics: tuple[Rubric, ...]
+
+    def meets(self, reply: str) -> list[bool]:
+        return [rubric(reply) for rubric in self.rubrics]
+
+    def r_base(self, reply: str) -> int:
+        """1 when the reply meets every rubric, else 0 (the post's r_base for rubric data)."""
+        return int(all(self.meets(reply)))
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text)
+
+
+def _english(text: str) -> bool:
+    letters = [c for c in text if c.isalpha()]
+    return bool(letters) and sum(c.isascii() for c in letters) / len(letters) >= 0.9
+
+
+# instruction -> rubric; the answer rubric and the citation rubric are always there (the post's example has both)
+INSTRUCTIONS: dict[str, tuple[str, Callable[[int], Rubric]]] = {
+    "short": ("Reply in at most {n} words.",
+              lambda n: Rubric(f"at most {n} words", f"The reply has at most {n} words.",
+                               lambda r: len(_words(r)) <= n)),
+    "english": ("Reply in English.",
+                lambda n: Rubric("in English", "The reply is written in English.", _english)),
+    "no_hedge": ("State it plainly, without hedging.",
+                 lambda n: Rubric("no hedges", f"The reply uses none of {', '.join(HEDGES)}.",
+                                  lambda r: not any(re.search(rf"\b{h}\b", r.lower()) for h in HEDGES))),
+    "sentence": ("Answer in one full sentence ending with a full stop.",
+                 lambda n: Rubric("one sentence", "The reply is one sentence that ends with '.'.",
+                                  lambda r: r.strip().endswith(".") and r.strip().count(". ") == 0)),
+}
+
+
+def make_rubric_prompts(examples: Sequence[Any], *, seed: int = 0) -> list[RubricPrompt]:
+    """One rubric prompt per example (3-5 rubrics each), reproducible from `seed`.
+
+    examples: `helpers.data.SearchExample`s whose answer the corpus holds (their gold passages).
+    """
+    rng = random.Random(seed)
+    prompts = []
+    for example in examples:
+        answers = tuple(a for a in example.answers if a.strip())
+        if not answers:
+            continue
+        chosen = sorted(rng.sample(sorted(INSTRUCTIONS), rng.randint(1, 3)))
+        n = rng.choice((8, 12, 20))
+        text = " ".join([" ".join(example.question.split())] + [INSTRUCTIONS[k][0].format(n=n) for k in chosen]
+                        + ["Do not include citation marks."])
+        rubrics = (
+            Rubric("answer", f"The reply names {answers[0]!r}.",
+                   lambda r, answers=answers: contains_answer(r, answers)),
+            *(INSTRUCTIONS[k][1](n) for k in chosen),
+            Rubric("no citation marks", "The reply has no citation marks of the form [type:idx].",
+                   lambda r: CITATION_MARK.search(r) is None),
+        )
+        prompts.append(RubricPrompt(f"rubric-{example.id}", text, example.question, answers, rubrics))
+    return prompts
+
+
+@dataclass
+class FilterReport:
+    """What the pass@k filter kept and why it dropped the rest."""
+
+    kept: list[RubricPrompt]
+    none_pass: list[RubricPrompt]
+    all_pass: list[RubricPrompt]
+    passes: dict[str, int]  # prompt id -> how many of the k samples met every rubric
+
+    def counts(self) -> dict[str, int]:
+        return {"prompts": len(self.kept) + len(self.none_pass) + len(self.all_pass), "kept": len(self.kept),
+                "dropped: no sample passes": len(self.none_pass), "dropped: every sample passes": len(self.all_pass)}
+
+
+def pass_at_k_filter(prompts: Sequence[RubricPrompt], sample: Callable[[RubricPrompt, int], Sequence[str]],
+                     k: int = 4) -> FilterReport:
+    """Keep the prompts where some but not all of k samples meet every rubric (the post's pass@4).
+
+    sample(prompt, k) returns k independent replies (a policy, or any stand-in sampler).
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    report = FilterReport([], [], [], {})
+    for prompt in prompts:
+        replies = list(sample(prompt, k))
+        if len(replies) != k:
+            raise ValueError(f"the sampler returned {len(replies)} replies for {prompt.id}, expected {k}")
+        passed = sum(prompt.r_base(reply) for reply in replies)
+        report.passes[prompt.id] = passed
+        (report.none_pass if passed == 0 else report.all_pass if passed == k else report.kept).append(prompt)
+    return report
+
+
+RUBRIC_SHARE = 0.1  # the post's mix: 90 % verifiable questions, 10 % rubric prompts
+
+
+def mix_prompts(verifiable: Sequence[Any], rubric: Sequence[Any], size: int, *,
+                rubric_share: float = RUBRIC_SHARE, seed: int = 0) -> list[Any]:
+    """A batch of `size` prompts, round(size * rubric_share) of them rubric prompts, the rest verifiable,
+    drawn without replacement (seeded) and shuffled together."""
+    if not 0.0 <= rubric_share <= 1.0:
+        raise ValueError(f"rubric_share must lie in [0, 1], got {rubric_share}")
+    n_rubric = round(size * rubric_share)
+    n_verifiable = size - n_rubric
+    if n_rubric > len(rubric) or n_verifiable > len(verifiable):
+        raise ValueError(f"a batch of {size} at {rubric_share:.0%} rubric needs {n_verifiable} verifiable and "
+                         f"{n_rubric} rubric prompts; got {len(verifiable)} and {len(rubric)}")
+    rng = random.Random(seed)
+    batch = rng.sample(list(verifiable), n_verifiable) + rng.sample(list(rubric), n_rubric)
+    rng.shuffle(batch)
+    return batch
+
+
+RUBRIC_SET_SIZE = 36
+
+
+def rubric_set(n: int = RUBRIC_SET_SIZE, split: str = "validation", seed: int = 0) -> list[RubricPrompt]:
+    """The course's rubric prompts: the first `n` questions of `split` whose gold passages are in the
+    corpus (so a search can find the answer), each with its rubrics."""
+    from helpers.data import load_examples
+
+    answerable = [ex for ex in load_examples(split) if ex.metadata.get("gold_passage_ids")]
+    return make_rubric_prompts(answerable[:n], seed=seed)
