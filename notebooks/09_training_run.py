@@ -34,6 +34,10 @@
 # 4. `pack_micro_batches(...)`, then for each micro-batch `forward_backward(weighted datums,
 #    "importance_sampling")` — gradients accumulate;
 # 5. one `optim_step(...)` for the whole step.
+#
+# The Datums of step 3 carry each sampled token's old log-probability and its advantage; step 4
+# minimises $-\frac1N\sum_i\sum_t \frac{\pi_\theta}{\mu_{\text{old}}}A_i$ over them, with no std
+# normalisation, no clipping and no KL term (notebook 08, "The loss the course optimises").
 
 # %%
 from pathlib import Path

@@ -8,8 +8,10 @@ import io
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers import checkers
+from helpers.checkers.loss import engine_loss
 from helpers.efficiency import tool_penalties
 from helpers.protocol import parse_assistant
 from helpers.reward import normalize_answer, score_answer
@@ -28,6 +30,7 @@ REFERENCES = [
     (checkers.check_assign_group_advantages, assign_group_advantages),
     (checkers.check_weight_micro_batch, weight_micro_batch_for_global_mean),
     (checkers.check_tool_penalty, tool_penalties),
+    (checkers.check_importance_sampling_loss, engine_loss),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
@@ -35,7 +38,7 @@ EXERCISES = {
     "03": {"normalize_answer", "score_answer"},
     "05": {"consume_assistant"},
     "07": {"build_datum"},
-    "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean"},
+    "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean", "importance_sampling_loss"},
     "11": {"tool_penalties"},
 }
 
@@ -126,7 +129,26 @@ def _near_misses():
     def flat_price(calls, winners, baseline, alpha_win=1.0, alpha_lose=0.5, beta_lose=0.1):
         return [0.1 * c for c in calls]
 
+    def per_output_mean(logprobs, old_logprobs, advantages, mask):  # DeepSeekMath's 1/|o_i|: not this engine
+        per_token = -(torch.exp(logprobs - old_logprobs) * advantages) * mask
+        return (per_token.sum(dim=1) / mask.sum(dim=1)).mean()
+
+    def without_ratio(logprobs, old_logprobs, advantages, mask):  # REINFORCE: same gradient at ratio 1 only
+        return (-(logprobs * advantages) * mask).sum(dim=1).mean()
+
+    def unmasked(logprobs, old_logprobs, advantages, mask):
+        return (-(torch.exp(logprobs - old_logprobs) * advantages)).sum(dim=1).mean()
+
+    def clipped(logprobs, old_logprobs, advantages, mask):  # PPO's clip: the course's loss has none
+        ratio = torch.exp(logprobs - old_logprobs)
+        per_token = -torch.minimum(ratio * advantages, ratio.clamp(0.8, 1.2) * advantages) * mask
+        return per_token.sum(dim=1).mean()
+
     return [
+        (checkers.check_importance_sampling_loss, per_output_mean),
+        (checkers.check_importance_sampling_loss, without_ratio),
+        (checkers.check_importance_sampling_loss, unmasked),
+        (checkers.check_importance_sampling_loss, clipped),
         (checkers.check_parse_assistant, answer_everything),
         (checkers.check_normalize_answer, unstripped_normalise),
         (checkers.check_score_answer, articles_kept),
