@@ -1,8 +1,9 @@
 """SFT warm start: teach the format with a scripted teacher before GRPO (the first stage in Perplexity's post).
 
-The base model rarely calls the tool and almost never ends with an `Answer:` line, so GRPO
-would start from groups whose rewards are all -0.1 (no signal). A scripted teacher fixes the
-format first:
+The base model ends with a well-formed `Answer:` line on almost every question but almost never
+calls the search tool, and its answers are mostly wrong (the recorded base row:
+`helpers.recorded.eval_summary("base_agent")`). GRPO would start from groups that score 0 throughout
+and show no search to reinforce. A scripted teacher demonstrates searching first:
 
 1. search the question with the local index;
 2. if no gold answer string appears in the evidence, search again with a query the policy could

@@ -53,12 +53,31 @@ values
 # %% [markdown]
 # ## Why a warm start?
 #
-# The base model almost never writes a well-formed tool call or an `Answer:` line, so every
-# trajectory of a group scores −0.1, every group is degenerate and GRPO has nothing to learn from.
-# A *scripted teacher* fixes the format first: it searches the question on the local index, searches
+# The base model answers in the right format almost every time — but it does not search. In the
+# recorded evaluation (600 test questions, the agent loop with 3 searches allowed) it ends with a
+# well-formed `Answer:` line and no search at all on nearly every question, and nearly every answer is
+# wrong: its groups score 0, all of them alike. GRPO can only push towards behaviour some trajectory of
+# a group shows; a group in which nobody searches cannot teach searching, and one in which everybody
+# scores 0 teaches nothing at all. it searches the question on the local index, searches
 # again with the top title if the answer is not in the evidence yet, and answers with the reference
 # spelled as the evidence spells it. The model is fine-tuned with `cross_entropy` on the
 # **assistant** tokens of these demonstrations only — the same observation mask as in RL.
+
+# %%
+from helpers.policies import RECORDED_RUN
+from helpers.recorded import eval_summary, reward_shares
+
+base = eval_summary("base_agent")
+shares = reward_shares("base_agent")
+print(f"base model, recorded run {RECORDED_RUN} ({base['n']} questions): valid format {base['format_rate']:.1%}, "
+      f"no search {base['no_search_share']:.1%} (mean {base['search_calls_mean']:.3f} searches), "
+      f"strict EM {base['em_strict']:.3f}")
+print("share of questions per reward:", {f"{r:+g}": f"{share:.1%}" for r, share in shares.items()})
+print(f"SFT after the warm start: no search {eval_summary('sft')['no_search_share']:.1%}, "
+      f"strict EM {eval_summary('sft')['em_strict']:.3f}")
+
+# %% [markdown]
+# Then the warm start, on this machine:
 
 # %%
 from helpers.sft import SFTConfig, run_sft
@@ -254,8 +273,10 @@ check_step_order(sorted(STEP_ORDER, key=call_position))
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
-# 1. The base model rarely writes a valid call or an `Answer:` line: every trajectory scores −0.1,
-#    every group is degenerate and GRPO has no signal. SFT teaches the format first.
+# 1. The base model answers in a valid format but almost never searches, and its answers are mostly
+#    wrong: its groups score 0 throughout (degenerate), and none of its trajectories shows a search
+#    that GRPO could reinforce. SFT teaches the search-then-answer behaviour first; GRPO then chooses
+#    among behaviours the policy already shows.
 # 2. The assistant tokens of the teacher's demonstrations (`cross_entropy`); the prompt and the
 #    observations are masked out, as in RL.
 # 3. The old logprobs must come from the policy *before* this update; a fresh sampler on the current

@@ -13,12 +13,28 @@ import torch
 from helpers import checkers
 from helpers.checkers.loss import engine_loss
 from helpers.efficiency import tool_penalties
+from helpers.evidence import build_report
 from helpers.protocol import parse_assistant
 from helpers.reward import normalize_answer, score_answer
 from helpers.rollout import assign_group_advantages, consume_assistant
 from helpers.train import build_datum, weight_micro_batch_for_global_mean
 
 jupytext = pytest.importorskip("jupytext")
+
+
+def blocks_that_fit(block_tokens, budget):  # the rollout's rule on block sizes (fit_tool_content works on tokens)
+    if budget < 0:
+        raise ValueError("negative budget")
+    kept = 0
+    while kept < len(block_tokens) and sum(block_tokens[: kept + 1]) <= budget:
+        kept += 1
+    return kept
+
+
+def new_gold_per_search(passages_per_search, gold_ids):  # the evidence reward's own bookkeeping
+    searches = [(f"query {i}", ids, False) for i, ids in enumerate(passages_per_search)]
+    return [len(search.new_gold) for search in build_report("a question", [], gold_ids, searches).searches]
+
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 REFERENCES = [
@@ -31,11 +47,14 @@ REFERENCES = [
     (checkers.check_weight_micro_batch, weight_micro_batch_for_global_mean),
     (checkers.check_tool_penalty, tool_penalties),
     (checkers.check_importance_sampling_loss, engine_loss),
+    (checkers.check_blocks_that_fit, blocks_that_fit),
+    (checkers.check_new_gold_per_search, new_gold_per_search),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
     "02": {"parse_assistant"},
     "03": {"normalize_answer", "score_answer"},
+    "04": {"blocks_that_fit", "new_gold_per_search"},
     "05": {"consume_assistant"},
     "07": {"build_datum"},
     "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean", "importance_sampling_loss"},
@@ -144,7 +163,19 @@ def _near_misses():
         per_token = -torch.minimum(ratio * advantages, ratio.clamp(0.8, 1.2) * advantages) * mask
         return per_token.sum(dim=1).mean()
 
+    def knapsack(block_tokens, budget):  # slips a later, smaller block in: not the backend's ranking
+        used = kept = 0
+        for size in block_tokens:
+            if used + size <= budget:
+                used, kept = used + size, kept + 1
+        return kept
+
+    def every_gold_seen(passages_per_search, gold_ids):  # counts a gold passage again on every search
+        return [len(set(passages) & set(gold_ids)) for passages in passages_per_search]
+
     return [
+        (checkers.check_blocks_that_fit, knapsack),
+        (checkers.check_new_gold_per_search, every_gold_seen),
         (checkers.check_importance_sampling_loss, per_output_mean),
         (checkers.check_importance_sampling_loss, without_ratio),
         (checkers.check_importance_sampling_loss, unmasked),
