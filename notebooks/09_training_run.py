@@ -169,7 +169,7 @@ pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(colum
 # %%
 from IPython.display import display
 
-from helpers.learnable import ANSWER_RATES, CPU_RUN, cpu_run_config, learnable_examples
+from helpers.learnable import ANSWER_RATES, CPU_RUN, SFT_START, cpu_run_config, learnable_examples
 from helpers.policies import unavailable_reason
 from helpers.train import open_session
 
@@ -183,22 +183,49 @@ if missing is None:
     display(cpu_dashboard)
     cpu_summary = train(cpu_config, on_step=cpu_dashboard.on_step, session=open_session(cpu_config, examples=learnable))
 else:
+    cpu_summary = None
     print("The CPU run that learns does not run here:", missing)
+# notebook 10 evaluates this run on held-out questions (the one-step run above when this one did not run)
+remember("learning_09", {"summary": cpu_summary, "start": str(SFT_START)} if missing is None else None)
 
 # %% [markdown]
-# ## What each profile costs
+# ## The real recipe, on a GPU (the `gpu` profile)
 #
-# Measured on a 2-core AMD EPYC machine (2026-12-01; `benchmarks/RESULTS.md`) and one H200:
+# Everything above is the recipe at toy scale. On a machine with a GPU, `COURSE_PROFILE=gpu` runs the
+# real one here, in this notebook: the recorded run's recipe (`python -m helpers.experiment --preset
+# h200`) — the SFT warm start on 800 scripted demonstrations, then GRPO on 16 questions × 8 samples
+# per step for 9 minutes — with its GRPO steps drawn on the dashboard below. Notebook 10 then
+# evaluates it on the 600 held-out test questions. About 20 minutes on one H200; every stage resumes
+# if the kernel stops. In a terminal, the same run is these commands:
+
+# %%
+from helpers.recipe import GPU_RUN, commands, gpu_plan, train_stages
+
+recipe = gpu_plan()
+print("\n".join(commands(recipe)))
+if config.is_gpu():
+    recipe_dashboard = TrainingDashboard(f"GRPO, preset {GPU_RUN['preset']}")
+    display(recipe_dashboard)
+    recipe_run = train_stages(recipe, on_step=recipe_dashboard.on_step)
+    print(f"SFT: {recipe_run['sft']['demonstrations']} demonstrations; GRPO: {recipe_run['grpo'].get('steps')} steps")
+else:
+    print(f"profile {config.profile()!r}: the GPU recipe runs with COURSE_PROFILE=gpu on a machine with a GPU "
+          f"(this one: {config.device()}).")
+
+# %% [markdown]
+# ## What each profile costs, and where the time goes
 #
-# | profile | where | what runs | measured |
-# | --- | --- | --- | --- |
-# | `fast` | 2 CPU cores | smollm2-135m, 2 SFT questions, 1 GRPO step of 1 question × 2 | notebook 09 in 45 s (idle machine) |
-# | `full` | 2 CPU cores | Qwen2.5-0.5B, SFT on 4 questions × 1 epoch, 1 GRPO step of 1 question × 4 | SFT 72 s, the GRPO step 155 s |
-# | `full`, run that learns | 2 CPU cores | GRPO from the recorded SFT adapter, `CPU_RUN` (4 questions, one per step, × 4 samples, 6 steps) | 725 s: 149–169 s a step (training 123–133 s for about 3,100 tokens), 43 s for a step whose group is all right (nothing to train); step rewards 0.75, 0.75, 0.75, 0.5, 1.0, 1.0 |
-# | `full`, the whole notebook | 2 CPU cores | all of the above | 932–981 s (15.5–16.4 min, two runs) |
-# | GPU recipe | one H200 | SFT on 800 questions with a decomposing teacher, 9 minutes of GRPO, 600-question evaluations | 17.9 min in all (`results/h200_search/README.md`) |
+# | profile | what runs in this notebook | where the time goes |
+# | --- | --- | --- |
+# | `fast` | smollm2-135m, SFT on 2 questions, 1 GRPO step of 1 question × 2 | seconds: the plumbing only, nothing learns |
+# | `full` | Qwen2.5-0.5B, SFT on 4 questions, 1 GRPO step of 1 question × 4, then the run that learns (`CPU_RUN`) | minutes per step: on a CPU the forward-backward over a group's few thousand tokens costs more than sampling them |
+# | `gpu` | the recorded run's recipe: SFT on 800 questions, 9 minutes of GRPO (16 questions × 8 per step) | the rollout (decoding token after token, and the searches) takes most of a step; the update is one batched pass |
 #
-# The real run is one command on a GPU machine: `bash results/run.sh`.
+# On a CPU the trainer is the bottleneck, so a run that learns must be small in tokens: few
+# questions, short turns, one question per step. On a GPU the update is cheap and the rollout, token
+# after token, is the cost, which is why the recipe samples a whole batch of groups at once and why
+# budgets on searches and turn length matter for speed as much as for behaviour. The measured times
+# of every profile are in `benchmarks/RESULTS.md`.
 
 # %% [markdown]
 # ## Exercises

@@ -13,9 +13,9 @@ import torch
 from helpers import checkers
 from helpers.checkers.loss import engine_loss
 from helpers.efficiency import tool_penalties
-from helpers.evidence import build_report
+from helpers.evidence import build_report, gold_passage_ids, query_differs
 from helpers.protocol import parse_assistant
-from helpers.reward import normalize_answer, score_answer
+from helpers.reward import GroupRewards, exact_match_reward, normalize_answer, outcome_reward, score_answer
 from helpers.rollout import assign_group_advantages, consume_assistant
 from helpers.train import build_datum, weight_micro_batch_for_global_mean
 
@@ -36,6 +36,17 @@ def new_gold_per_search(passages_per_search, gold_ids):  # the evidence reward's
     return [len(search.new_gold) for search in build_report("a question", [], gold_ids, searches).searches]
 
 
+def rewrite_bonus(group):  # notebook 11's solution: exact match + 0.1 for a rewritten first query that found gold
+    gold = set(gold_passage_ids(group.example))
+    rewards = []
+    for t in group.trajectories:
+        first = t.searches[0] if t.searches else None
+        earned = bool(t.valid_format and first and query_differs(first.query, group.example.question)
+                      and gold & set(first.passage_ids))
+        rewards.append(outcome_reward(t.valid_format, t.exact_match) + (0.1 if earned else 0.0))
+    return GroupRewards(rewards)
+
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 REFERENCES = [
     (checkers.check_parse_assistant, parse_assistant),
@@ -49,6 +60,7 @@ REFERENCES = [
     (checkers.check_importance_sampling_loss, engine_loss),
     (checkers.check_blocks_that_fit, blocks_that_fit),
     (checkers.check_new_gold_per_search, new_gold_per_search),
+    (checkers.check_rewrite_bonus, rewrite_bonus),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
@@ -58,7 +70,7 @@ EXERCISES = {
     "05": {"consume_assistant"},
     "07": {"build_datum"},
     "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean", "importance_sampling_loss"},
-    "11": {"tool_penalties"},
+    "11": {"tool_penalties", "rewrite_bonus"},
 }
 
 
@@ -173,7 +185,21 @@ def _near_misses():
     def every_gold_seen(passages_per_search, gold_ids):  # counts a gold passage again on every search
         return [len(set(passages) & set(gold_ids)) for passages in passages_per_search]
 
+    def any_search_bonus(group):  # pays a rewrite by any search, not only the first
+        gold, question = set(gold_passage_ids(group.example)), group.example.question
+        return GroupRewards([outcome_reward(t.valid_format, t.exact_match) + 0.1 * (t.valid_format and any(
+            query_differs(s.query, question) and gold & set(s.passage_ids) for s in t.searches)) for t in group.trajectories])
+
+    def bonus_without_answer(group):  # pays the bonus to a trajectory that never answered
+        plain = rewrite_bonus(group).rewards
+        return GroupRewards([r + (0.1 if not t.valid_format and t.searches and query_differs(
+            t.searches[0].query, group.example.question) and set(gold_passage_ids(group.example)) & set(
+            t.searches[0].passage_ids) else 0.0) for r, t in zip(plain, group.trajectories)])
+
     return [
+        (checkers.check_rewrite_bonus, exact_match_reward),
+        (checkers.check_rewrite_bonus, any_search_bonus),
+        (checkers.check_rewrite_bonus, bonus_without_answer),
         (checkers.check_blocks_that_fit, knapsack),
         (checkers.check_new_gold_per_search, every_gold_seen),
         (checkers.check_importance_sampling_loss, per_output_mean),

@@ -9,6 +9,7 @@ Each checker returns a Verdict (True when every case holds) and never raises on 
 
 from helpers.checkers.efficiency import check_tool_penalty
 from helpers.checkers.loss import check_importance_sampling_loss
+from helpers.checkers.own_reward import check_rewrite_bonus
 from helpers.checkers.protocol import check_parse_assistant
 from helpers.checkers.search import check_blocks_that_fit, check_new_gold_per_search
 from helpers.checkers.reward import check_normalize_answer, check_score_answer
@@ -24,6 +25,7 @@ __all__ = [
     "check_new_gold_per_search",
     "check_normalize_answer",
     "check_parse_assistant",
+    "check_rewrite_bonus",
     "check_score_answer",
     "check_tool_penalty",
     "check_weight_micro_batch",
