@@ -193,21 +193,24 @@ remember("learning_09", {"summary": cpu_summary, "start": str(SFT_START)} if mis
 #
 # Everything above is the recipe at toy scale. On a machine with a GPU, `COURSE_PROFILE=gpu` runs the
 # real one here, in this notebook: the recorded run's recipe (`python -m helpers.experiment --preset
-# h200`) — the SFT warm start on 800 scripted demonstrations, then GRPO on 16 questions × 8 samples
-# per step for 9 minutes — with its GRPO steps drawn on the dashboard below. Notebook 10 then
-# evaluates it on the 600 held-out test questions. About 20 minutes on one H200; every stage resumes
-# if the kernel stops. In a terminal, the same run is these commands:
+# h200`): the SFT warm start on hundreds of scripted demonstrations, then minutes of GRPO on large
+# groups — the sizes are printed below — with its GRPO steps drawn on the dashboard. Notebook 10
+# then evaluates it on the held-out test questions. About 20 minutes on one H200; every stage
+# resumes if the kernel stops. In a terminal, the same run is these commands:
 
 # %%
 from helpers.recipe import GPU_RUN, commands, gpu_plan, train_stages
 
 recipe = gpu_plan()
+print(f"SFT on {recipe.sft.limit} train questions × {recipe.sft.epochs} epochs; GRPO on "
+      f"{recipe.grpo.questions_per_batch} questions × {recipe.grpo.rollout.group_size} samples per step for "
+      f"{GPU_RUN['grpo_minutes']:g} minutes; evaluation on the whole {recipe.eval.split} split")
 print("\n".join(commands(recipe)))
 if config.is_gpu():
     recipe_dashboard = TrainingDashboard(f"GRPO, preset {GPU_RUN['preset']}")
     display(recipe_dashboard)
     recipe_run = train_stages(recipe, on_step=recipe_dashboard.on_step)
-    print(f"SFT: {recipe_run['sft']['demonstrations']} demonstrations; GRPO: {recipe_run['grpo'].get('steps')} steps")
+    print(f"SFT: {recipe_run['sft']['demonstrations']} demonstrations; GRPO: {recipe_run['grpo'].get('steps_done')} steps")
 else:
     print(f"profile {config.profile()!r}: the GPU recipe runs with COURSE_PROFILE=gpu on a machine with a GPU "
           f"(this one: {config.device()}).")
