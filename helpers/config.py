@@ -1,7 +1,9 @@
 """Paths, the run profile and the torch device, in one place.
 
 Everything a learner might want to move lives behind an environment variable:
-- COURSE_PROFILE  'full' (default) or 'fast' (small model, small budgets; used by the tests)
+- COURSE_PROFILE  'full' (default), 'fast' (small model, small budgets; used by the tests) or
+                  'gpu' (the full profile's notebooks, and notebooks 09-10 run the GPU recipe:
+                  helpers.recipe)
 - COURSE_SHARED   the offline data pack (default: ../shared beside the checkout)
 - COURSE_CACHE    where models and indexes are cached (default: ~/.cache/search-r1-course)
 - COURSE_RUNS     this checkout's own runs: notebook checkpoints, tracker files and what one
@@ -36,15 +38,23 @@ def cache_dir() -> Path:
     return path
 
 
+PROFILES = ("full", "fast", "gpu")
+
+
 def profile() -> str:
     value = os.environ.get("COURSE_PROFILE", "full").strip().lower()
-    if value not in {"full", "fast"}:
-        raise ValueError(f"COURSE_PROFILE must be 'full' or 'fast', got {value!r}")
+    if value not in PROFILES:
+        raise ValueError(f"COURSE_PROFILE must be one of {', '.join(PROFILES)}, got {value!r}")
     return value
 
 
 def is_fast() -> bool:
     return profile() == "fast"
+
+
+def is_gpu() -> bool:
+    """The gpu profile: notebook 09 trains with the real recipe and notebook 10 evaluates it."""
+    return profile() == "gpu"
 
 
 def default_model() -> str:

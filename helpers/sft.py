@@ -1,11 +1,16 @@
 """SFT warm start: teach the format before GRPO (the first stage in Perplexity's post).
 
-The base model rarely calls the tool and almost never ends with an `Answer:` line, so GRPO
-would start from groups whose rewards are all -0.1 (no signal). The scripted teacher
-(`helpers.teacher`) writes demonstrations from the TRAIN split; this module trains a LoRA on them
-with `cross_entropy`: each conversation is rendered by the model's own chat template (native tool
-calls) and weighted 1 on assistant tokens (their end-of-turn token included) and 0 on everything
-else (system prompt, question, observations; `helpers.datums.build_sft_datum`).
+The base model ends with a well-formed `Answer:` line on almost every question but almost never
+calls the search tool, and its answers are mostly wrong (the recorded base row:
+`helpers.recorded.eval_summary("base_agent")`). GRPO would start from groups that score 0 throughout
+and show no search to reinforce. The scripted teacher (`helpers.teacher`) demonstrates searching
+first, from the TRAIN split only: it searches the question, searches again with a query the policy
+could have written itself when no gold answer string appears in the evidence, and answers with the
+gold string as the evidence spells it (questions whose answer never shows up are skipped). This
+module trains a LoRA on those demonstrations with `cross_entropy`: each conversation is rendered by
+the model's own chat template (native tool calls) and weighted 1 on assistant tokens (their
+end-of-turn token included) and 0 on everything else (system prompt, question, observations;
+`helpers.datums.build_sft_datum`).
 """
 
 from __future__ import annotations

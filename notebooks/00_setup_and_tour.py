@@ -18,10 +18,12 @@
 #
 # **What you will build in this course.** A small language model that decides *by itself* when to
 # search, what to type into the search box, when it has read enough, and what to answer. It learns
-# this from nothing but questions and their reference answers: no human-written search queries, no
-# example trajectories. The recipe is Search-R1: roll out several attempts per question, give each
-# attempt a score at the very end, and push the model towards the attempts that scored above their
-# group's average (GRPO).
+# from questions and their reference answers, with no human-written search queries. Two stages: a
+# warm start imitates demonstrations that a *scripted teacher* writes from the reference answers (it
+# searches the local index until the evidence shows the answer, then answers; notebook 09), and then
+# Search-R1's reinforcement learning: roll out several attempts per question, give each attempt a
+# score at the very end, and push the model towards the attempts that scored above their group's
+# average (GRPO). The demonstrations teach the moves; the rewards decide which moves pay.
 #
 # **What this notebook needs.** Only a working set-up (`make setup`). It checks which engine and
 # model you have, samples one answer, and shows the road map.
@@ -86,7 +88,9 @@ print("vocabulary:", len(tokenizer), "tokens")
 # The prompt is built by `helpers.protocol` from a question: a system message with the rules of the
 # game, the `search` tool rendered by the model's own chat template, and the question. The sampler
 # returns token ids, their log-probabilities under the model and the decoded text. The untrained
-# model rarely follows the rules: that is what the rest of the course fixes.
+# model follows the answer format well enough, but it answers from memory: it almost never calls
+# the search tool (the recorded evaluation of the base model, read from `results/` below). Teaching
+# it to search, and to search well, is what the rest of the course does.
 
 # %%
 import pytrio as trio
@@ -106,6 +110,13 @@ sequence = response.sequences[0]
 print(f"prompt: {len(prompt_tokens)} tokens; completion: {len(sequence.tokens)} tokens, stopped by {sequence.stop_reason!r}")
 print(sequence.text)
 print("parsed as:", parse_assistant(sequence.text).kind)
+
+# %%
+from helpers.recorded import eval_summary
+
+base = eval_summary("base_agent")  # the recorded run's base model in the agent loop, 3 searches allowed
+print(f"recorded base model, {base['n']} test questions: valid `Answer:` line {base['format_rate']:.0%}, "
+      f"no search at all {base['no_search_share']:.0%}, strict exact match {base['em_strict']:.3f}")
 
 # %% [markdown]
 # Each sampled token comes with the log-probability the model gave it. These *old log-probs* are
@@ -130,7 +141,10 @@ for token, logprob in list(zip(sequence.tokens, sequence.logprobs))[:10]:
 # | 08 | group advantages, micro-batches and the loss normalisation |
 # | 09 | the training run: SFT warm start, then GRPO, with a live dashboard |
 # | 10 | evaluation and analysis, and the trained agent answering your question |
-# | 11–14 | beyond Search-R1, from Perplexity's post: efficiency rewards, budget-forced evaluation, the train/inference mismatch, and the preference score $s(\tau)$ with rubric-checked data (14) |
+# | 11 | beyond Search-R1: a reward that also counts searches and words (Perplexity's post), and your own reward |
+# | 12 | budget-forced evaluation: accuracy as a function of the search budget |
+# | 13 | the train/inference mismatch: when the sampler and the trainer disagree |
+# | 14 | the preference score $s(\tau)$ of Perplexity's post, reference lengths and rubric-checked data |
 
 # %% [markdown]
 # ## Exercises
@@ -171,9 +185,10 @@ check_token_count(tokenizer, "Answer: France", len(tokenizer.encode("Answer: Fra
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
-# 1. Questions and their reference answers only, and a score at the very end of each attempt. It is
-#    never given search queries written by people or example trajectories (the SFT warm start of
-#    notebook 09 uses a scripted teacher for the format only).
+# 1. Questions and their reference answers, and a score at the very end of each attempt. It is never
+#    given search queries written by people; the SFT warm start of notebook 09 imitates trajectories
+#    that a scripted teacher writes from the reference answers, and GRPO then learns from the scores
+#    alone.
 # 2. `fast` uses the small model (smollm2-135m) and tiny budgets so every notebook runs in seconds to
 #    minutes; `full` uses Qwen2.5-0.5B and larger budgets. The code path is the same: no cell is
 #    skipped, only numbers shrink.

@@ -138,51 +138,104 @@ show_fit()
 display(widgets.VBox([budget, fits]))
 
 # %% [markdown]
-# ## Exercises — the MediaWiki call, offline
+# ## Evidence: did a search bring the passages the answer rests on?
 #
-# The `wikipedia` backend sends **one** GET request to the MediaWiki Action API that searches
-# (`generator=search`, top 3 pages) and returns each page's plain-text introduction cut to 1,200
-# characters, with its URL. This machine is offline, so instead of calling it:
-#
-# 1. Build the exact request URL for the query `Antoine de Saint-Exupéry birthplace`
-#    (endpoint `https://en.wikipedia.org/w/api.php`; parameters `action=query`, `format=json`,
-#    `formatversion=2`, `generator=search`, `gsrsearch=<query>`, `gsrlimit=3`, `prop=extracts|info`,
-#    `explaintext=1`, `exintro=1`, `exchars=1200`, `inprop=url`, `redirects=1`, `utf8=1`).
+# Every training question names its **gold passages**: the passages that support its answer (one for
+# NQ, two for a HotpotQA bridge question such as the running example). They are training-time
+# information — never in a prompt — used to ask of a search whether it brought the evidence, not only
+# whether the answer came out right (`helpers.evidence`; notebook 10 measures it, notebook 11 turns it
+# into a reward). The running example's two hops on the local index:
 
 # %%
-import urllib.parse
+from helpers.evidence import gold_passage_ids
 
-from helpers.widgets.exercises import WIKIPEDIA_QUERY, check_observation_size, check_wikipedia_url
-
-my_url = None  # "https://en.wikipedia.org/w/api.php?..."
-check_wikipedia_url(my_url)
+gold = gold_passage_ids(RUNNING_EXAMPLE)
+hop_passages = [[item.passage_id for item in client.search(hop.query).items] for hop in HOPS]
+for hop, ids in zip(HOPS, hop_passages):
+    print(f"{hop.query!r:45} → {ids}  gold among them: {[i for i in ids if i in gold]}")
+print("gold passages of the question:", gold)
 
 # %% [markdown]
-# 2. Run the same query on the local index. How many characters is the observation, and how many
-#    tokens in this tokenizer? (With the real API you would get up to 3 × 1,200 characters of
-#    introductions — compare.)
+# ## Exercises — budgets and evidence
+#
+# 1. **How many blocks fit?** Write `blocks_that_fit`: the token sizes of a result's evidence blocks
+#    (in rank order) and a budget (`max_tool_response_tokens`), and it returns how many blocks the
+#    observation keeps. Blocks go in whole, in rank order, while they fit; the first that does not fit
+#    ends the observation. The checker runs worked cases and a property test on random sizes.
+# 2. **Which search brought new evidence?** Write `new_gold_per_search`: the passage ids each search
+#    of a trajectory showed, in order, and the question's gold ids; it returns, per search, how many
+#    gold passages it showed *for the first time* (a passage read once is not news the second time —
+#    the rule of the evidence reward).
+
+# %% tags=["exercise"]
+from helpers.checkers import check_blocks_that_fit, check_new_gold_per_search
+
+
+def blocks_that_fit(block_tokens: list[int], budget: int) -> int:
+    """The number of evidence blocks an observation keeps: the longest run of blocks from the first,
+    in rank order, whose token sizes add up to at most `budget`. 0 when not even the first fits (the
+    rollout then ends the trajectory). Raise ValueError for a negative budget.
+    """
+    raise NotImplementedError("write blocks_that_fit")  # your code here
+
+
+def new_gold_per_search(passages_per_search: list[list[str]], gold_ids: list[str]) -> list[int]:
+    """Per search, in order: how many gold passages it showed that no earlier search had shown.
+
+    A passage counts once, for the first search that showed it (also when one result lists it twice).
+    """
+    raise NotImplementedError("write new_gold_per_search")  # your code here
+
+
+check_blocks_that_fit(blocks_that_fit)
+check_new_gold_per_search(new_gold_per_search)
+
+# %% [markdown]
+# Then use them on the running example: how many blocks of the first hop's result fit the profile's
+# budget, and what does each hop bring?
 
 # %%
-local_observation = format_results(client.search(WIKIPEDIA_QUERY))
-my_chars, my_tokens = None, None
-check_observation_size(local_observation, tokenizer, my_chars, my_tokens)
+print("first hop's blocks:", sizes, "tokens; budget", budgets()["max_tool_response_tokens"])
+try:
+    print("blocks kept:", blocks_that_fit(sizes, budgets()["max_tool_response_tokens"]))
+    print("new gold passages per hop:", new_gold_per_search(hop_passages, gold))
+except NotImplementedError as missing:
+    print("write the functions above first:", missing)
 
 # %% [markdown]
 # ---
 #
 # ### Solutions
 #
-# Try the exercises first; the solution cell is collapsed (click the dots). The URL is what the backend itself sends: `request_url(query)` builds it by the same code path as
-# `search(query)`, without sending anything (and without headers or keys).
+# Try the exercises first; the solution cell is collapsed (click the dots). The rollout applies the
+# first rule to the tokens of the rendered tool turn (`helpers.rollout.fit_tool_content`), the
+# evidence reward the second (`helpers.evidence.build_report`).
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
-from helpers.search.wikipedia import WikipediaSearchClient
+def blocks_that_fit(block_tokens, budget):
+    if budget < 0:
+        raise ValueError(f"a budget is a number of tokens >= 0, got {budget}")
+    used = kept = 0
+    for size in block_tokens:
+        if used + size > budget:
+            break
+        used, kept = used + size, kept + 1
+    return kept
 
-backend_url = WikipediaSearchClient().request_url(WIKIPEDIA_QUERY)
-print(backend_url)
-check_wikipedia_url(backend_url)
-check_observation_size(local_observation, tokenizer, len(local_observation),
-                       len(tokenizer.encode(local_observation, add_special_tokens=False)))
+
+def new_gold_per_search(passages_per_search, gold_ids):
+    seen, counts = set(), []
+    for passages in passages_per_search:
+        fresh = set(passages) - seen
+        counts.append(len(fresh & set(gold_ids)))
+        seen |= fresh
+    return counts
+
+
+check_blocks_that_fit(blocks_that_fit)
+check_new_gold_per_search(new_gold_per_search)
+print("blocks kept:", blocks_that_fit(sizes, budgets()["max_tool_response_tokens"]),
+      "| new gold passages per hop:", new_gold_per_search(hop_passages, gold))
 
 # %% [markdown]
 # ## Questionnaire

@@ -115,28 +115,29 @@ if len(trajectory.turns) >= 2:
 # %% [markdown]
 # ## Trap 4 — the same model file, two tokenizers
 #
-# Continuity also breaks *between machines*. The course builds its tokenizer from the model's GGUF
-# file, and two versions of transformers build two tokenizers from it: 5.17 spells Qwen's
-# `<tool_call>` in four ordinary pieces (`<`, `tool`, `_call`, `>`), 5.24 makes it one token
-# (151657). A model trained under one split and run under the other sees prompts it never saw.
+# Continuity also breaks *between machines*. A tokenizer is software around the weights, not part of
+# them: the same model file, read by two versions of a library, can split the chat template's
+# markers differently — Qwen's `<tool_call>` as one special id, or as four ordinary pieces (`<`,
+# `tool`, `_call`, `>`). A policy trained under one split and sampled under the other sees prompts,
+# and is asked to write tokens, it never saw in training.
 #
-# Which split is right? Ask the weights. In Qwen2.5-Coder-0.5B the embedding rows of `<tool_call>`
-# and `</tool_call>` are the same vector (cosine 1.0000), shared with the unused vision tokens:
-# pre-training never used them. An SFT run under the single ids learned to write *a* marker, and
-# wrote `<|im_start|>` where `<tool_call>` belonged; format was 0 on every rollout. Under the four
-# pieces, which the model knows, the same SFT works. So the course spells an untrained marker in
-# pieces on every version (`helpers.models.settle_marker_tokens`), and every checkpoint records how
-# its tokenizer splits the template markers. The engine refuses weights trained under another
-# split:
+# Which split is right? Ask the weights. An id that pre-training never used has an embedding row
+# that was never trained. In Qwen2.5-Coder-0.5B the rows of `<tool_call>` and `</tool_call>` are the
+# same vector (the plot below): under the single ids the model cannot tell the opening marker from
+# the closing one, and a short warm start would have to teach it two new tokens from nothing. Under
+# the four pieces it reads and writes text it already knows. So the course spells an untrained
+# marker in pieces whatever the library version (`helpers.models.settle_marker_tokens`), every
+# checkpoint records how its tokenizer splits the template markers, and the engine refuses weights
+# trained under another split:
 
 # %%
 import json
 
-from helpers import config
 from helpers.models import tokenizer_fingerprint
+from helpers.policies import run_dir
 
 print("this tokenizer:       ", tokenizer_fingerprint(tokenizer))
-recorded = config.RESULTS_DIR / "h200_search" / "adapter" / "meta.json"
+recorded = run_dir() / "adapter" / "meta.json"  # the recorded run's SFT + GRPO adapter
 if recorded.exists():
     meta = json.loads(recorded.read_text())
     print("recorded GPU adapter: ", meta.get("tokenizer"), f"({meta['base_model']})")

@@ -70,6 +70,11 @@ print(f"full sequence {full_length} tokens → Datum of {item.length} positions"
 print(f"positions with an advantage: {(advantages != 0).sum()} = sampled tokens {sum(len(t.completion_tokens) for t in trajectory.turns)}")
 
 # %% [markdown]
+# What the trainer does with these two columns: at every position it compares the current policy's
+# log-probability of the target with the `logprobs` recorded here (their ratio π_θ/μ_old) and
+# multiplies by the position's `advantages`; positions whose advantage is 0 add nothing. Notebook 08
+# writes that loss out, on the paper trajectory, and you write it yourself there.
+#
 # Around the first seam (end of turn 1 → observation → turn 2), position by position:
 
 # %%

@@ -19,7 +19,8 @@
 # **What you will build.** The last two pieces before an update: the GRPO advantage of every
 # trajectory (its reward minus its group's mean reward) and the packing of Datums into micro-batches
 # whose losses add up to the mean over the whole rollout — checked against how the engine really
-# reduces a loss, with a probe.
+# reduces a loss, with a probe. Then the loss all of it feeds, written out on the paper trajectory,
+# and what it leaves out compared with DeepSeekMath's GRPO.
 #
 # **What you need.** Rewards of complete groups (notebooks 03 and 05) and Datums (notebook 07).
 #
@@ -181,6 +182,99 @@ print(report.summary())
 # **sum**, the right weight would be $1/N$ for every micro-batch instead. Run the probe whenever you
 # switch engines (`COURSE_BACKEND=pytrio`): it is the cheapest way to be sure.
 #
+# ## The loss the course optimises
+#
+# Everything above feeds one loss: `forward_backward(datums, loss_fn="importance_sampling")`. For a
+# step of $N$ trajectories (every trajectory rolled out, degenerate groups included: they are left
+# out as Datums but still count in $N$), the engine minimises
+#
+# $$\mathcal L(\theta) = -\frac{1}{N}\sum_{i=1}^{N}\;\sum_{t\,\in\,\text{sampled}(\tau_i)}
+#   \frac{\pi_\theta(y_{i,t}\mid y_{i,<t})}{\mu_{\text{old}}(y_{i,t}\mid y_{i,<t})}\,A_i$$
+#
+# - **token level**: one ratio per sampled token, between the policy being trained ($\pi_\theta$,
+#   the trainer's log-probability now) and the policy that sampled it ($\mu_{\text{old}}$, the
+#   Datum's `logprobs`, recorded at rollout time);
+# - **times the token's advantage**: the Datum's `advantages`, the trajectory's $A_i$ on its sampled
+#   tokens and 0 on the prompt and the observations — the observation mask of notebook 07;
+# - **summed over a trajectory's tokens, averaged over trajectories**: one `forward_backward` call
+#   sums each datum's token losses and averages over its $n_k$ datums
+#   (`helpers/engine/losses.py`), and the $n_k/N$ weights above turn the calls' sum into the mean over
+#   all $N$ trajectories of the step (`helpers.train.optimise`). A long trajectory therefore weighs
+#   more than a short one with the same advantage: every sampled token is one decision.
+#
+# Right after sampling the two policies are the same weights, every ratio is 1, and the gradient is
+# the policy gradient with the group's mean as baseline:
+# $\nabla\mathcal L = -\frac1N\sum_i A_i \sum_t \nabla\log\pi_\theta(y_{i,t}\mid y_{i,<t})$.
+# The ratio matters when they differ: the sampler's numerics differ from the trainer's (notebook 13),
+# or the weights moved between sampling and training.
+#
+# On Happy-LLM §8.3.5's paper trajectory (prompt 50, turn 20, observation 300, turn 8; the Datum of
+# notebook 07), four of them in a group with rewards `[1, 0, 1, 0]`:
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+
+from helpers.checkers.loss import PAPER_REWARDS, call_tensors, engine_loss, paper_group
+
+paper = call_tensors(paper_group())  # the four Datums as one call's [4, 377] tensors, ratio 1
+logprobs = paper["logprobs"].clone().requires_grad_(True)
+loss = engine_loss(logprobs, paper["old_logprobs"], paper["advantages"], paper["mask"])
+(gradient,) = torch.autograd.grad(loss, logprobs)
+advantages = [row[row != 0][0].item() for row in paper["advantages"]]
+print(f"rewards {list(PAPER_REWARDS)} → advantages {advantages} on "
+      f"{int((paper['advantages'][0] != 0).sum())} sampled tokens each; loss {loss.item():+.3f} "
+      "(the advantages of a group add up to 0)")
+push = -gradient.numpy()  # a gradient-descent step moves each token's log-probability along this
+limit = abs(push).max()
+fig, ax = plt.subplots(figsize=(9, 2.2))
+ax.imshow(push, aspect="auto", cmap="coolwarm_r", vmin=-limit, vmax=limit, interpolation="nearest")
+ax.set_yticks(range(4), [f"τ{i}  R={r:g}" for i, r in enumerate(PAPER_REWARDS)])
+segments = {"prompt": (0, 49), "turn 1": (49, 69), "observation": (69, 369), "turn 2": (369, 377)}
+for start, _ in list(segments.values())[1:]:
+    ax.axvline(start - 0.5, color="black", lw=0.6)
+ax.set_xticks([(a + b) / 2 - 0.5 for a, b in segments.values()], list(segments), fontsize=8)
+ax.set_xlabel("Datum position (the paper trajectory's segments)", fontsize=8)
+ax.set_title("−∂L/∂log π per position: blue pushed up, red pushed down, grey untouched", fontsize=9)
+plt.show()
+
+# %% [markdown]
+# Only the 28 sampled tokens of each trajectory move; the 300 observation tokens and the prompt
+# are context. The loss itself is 0 here (the group's advantages add up to 0) — its value says
+# nothing, its gradient is the update. After an update, the same group has ratios away from 1 and
+# a loss that is no longer 0:
+
+# %%
+drifted = call_tensors(paper_group(), drift=0.4)
+ratios = torch.exp(drifted["logprobs"] - drifted["old_logprobs"])[drifted["advantages"] != 0]
+print(f"ratios {ratios.min():.2f}–{ratios.max():.2f}: loss "
+      f"{engine_loss(**drifted).item():+.3f}")
+
+# %% [markdown]
+# <div style="border-left: 4px solid #888; padding: 0.4em 1em; background: rgba(127,127,127,0.08)">
+#
+# **What this GRPO leaves out, compared with DeepSeekMath's — and why**
+#
+# DeepSeekMath's GRPO divides each advantage by its group's standard deviation, clips the ratio
+# (PPO's `min(r·A, clip(r, 1−ε, 1+ε)·A)`), averages each output's token losses over its length
+# $1/|o_i|$, and adds a KL penalty to a frozen reference model. The course keeps the update of
+# Happy-LLM §8.3 (GRPO + `importance_sampling`) and leaves out:
+#
+# - **the std normalisation**: $A_i = R_i - \bar R$ only. With rewards 1 / 0 / −0.1, dividing by the
+#   std would give a group that differs only by a formatting slip (`[0, 0, 0, −0.1]`) the same push
+#   as one where a right answer stands out, and it inflates groups that are almost degenerate.
+# - **the clipping**: every step samples with the current weights
+#   (`save_weights_and_get_sampling_client`) and takes **one** optimiser step on that rollout, so
+#   the ratio stays near 1 and there is nothing to clip. Clipping protects several updates on one
+#   rollout; the engine has it as `loss_fn="ppo"` if you take more.
+# - **the KL term**: no reference model to keep in memory and run on every token; a LoRA adapter,
+#   a small learning rate and a few dozen steps keep the policy close to where it started. Without
+#   it nothing pulls a long run back — watch the format rate and the sampler-vs-trainer KL on the
+#   dashboard of notebook 09.
+# - **the $1/|o_i|$ average**: tokens are summed per trajectory, and the mean is over trajectories.
+#
+# </div>
+#
 # ## Exercises
 #
 # 1. Rewards `[1, 0, 1, 0]`: the advantages?
@@ -239,12 +333,38 @@ check_assign_group_advantages(assign_group_advantages)
 check_weight_micro_batch(weight_micro_batch_for_global_mean)
 
 # %% [markdown]
+# 6. **Write the loss yourself.** `importance_sampling_loss` gets one call's tensors, each `[B, T]`
+#    (B datums padded to T positions): the current log-probabilities (with a gradient), the
+#    sampler's, the advantages and a mask (1 on real positions, 0 on padding, which may hold any
+#    value). The checker compares the loss **and its gradient** with those of the engine's own loss
+#    on the paper group (at ratio 1 and after an update) and on a padded micro-batch of three lengths.
+
+# %% tags=["exercise"]
+import torch
+
+from helpers.checkers import check_importance_sampling_loss
+
+
+def importance_sampling_loss(logprobs, old_logprobs, advantages, mask) -> torch.Tensor:
+    """The importance-sampling loss of one forward_backward call, as one number (a 0-d tensor).
+
+    Per position: the ratio exp(logprobs - old_logprobs) times the advantage, negated (the optimiser
+    minimises), counted only where mask is 1. Reduce as the engine does: a sum over each datum's
+    positions, then the mean over the B datums.
+    """
+    raise NotImplementedError("write importance_sampling_loss")  # your code here
+
+
+check_importance_sampling_loss(importance_sampling_loss)
+
+# %% [markdown]
 # ---
 #
 # ### Solutions
 #
 # Try the exercises first; the solution cell is collapsed (click the dots). Exercises 4 and 5 are the
-# course's own functions (`helpers/rollout/loop.py`, `helpers/datums.py`) run through the same checkers.
+# course's own functions (`helpers/rollout/loop.py`, `helpers/datums.py`) run through the same checkers;
+# exercise 6 is the engine's loss (`helpers/engine/losses.py`) written out.
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
 from helpers.rollout import assign_group_advantages
@@ -258,6 +378,14 @@ check_micro_batch_weights([5, 3], [5 / 8, 3 / 8])
 check_assign_group_advantages(assign_group_advantages)
 check_weight_micro_batch(weight_micro_batch_for_global_mean)
 
+
+def importance_sampling_loss(logprobs, old_logprobs, advantages, mask):
+    per_token = -torch.exp(logprobs - old_logprobs) * advantages * mask
+    return per_token.sum(dim=1).mean()
+
+
+check_importance_sampling_loss(importance_sampling_loss)
+
 # %% [markdown]
 # ## Questionnaire
 #
@@ -269,6 +397,9 @@ check_weight_micro_batch(weight_micro_batch_for_global_mean)
 # 5. Why does the weight $n_k/N$ give the global mean, and what would the weight be on an engine that
 #    *sums* the loss over datums?
 # 6. Why measure the engine's reduction with a probe instead of reading its documentation?
+# 7. Write the loss the course optimises. What is the ratio in it, and what are the two policies?
+# 8. Name three things DeepSeekMath's GRPO has that this loss leaves out, and why each can be left
+#    out here.
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
@@ -287,5 +418,13 @@ check_weight_micro_batch(weight_micro_batch_for_global_mean)
 # 6. A wrong assumption here silently changes the effective learning rate per micro-batch; the probe
 #    measures the effect of the gradient on this engine (the hosted service does not return gradients),
 #    so switching engines cannot go unnoticed.
+# 7. $\mathcal L = -\frac1N\sum_i\sum_{t\in\text{sampled}(\tau_i)} \frac{\pi_\theta(y_t)}{\mu_{\text{old}}(y_t)}A_i$:
+#    token-level importance sampling, summed over a trajectory's sampled tokens, averaged over the
+#    step's N trajectories. The ratio compares the policy being trained with the sampler that
+#    produced the token (its recorded `logprobs`); right after sampling it is 1 up to numerics.
+# 8. The std normalisation of the advantage (with 1 / 0 / −0.1 rewards it would blow a formatting
+#    slip up to the size of a right answer), the ratio clipping (one optimiser step per rollout
+#    keeps the ratio near 1), the KL penalty to a reference model (no second model; LoRA, a small
+#    learning rate and few steps keep the policy close), and the per-output $1/|o_i|$ average.
 #
 # </details>

@@ -34,6 +34,10 @@
 # 4. `pack_micro_batches(...)`, then for each micro-batch `forward_backward(weighted datums,
 #    "importance_sampling")` — gradients accumulate;
 # 5. one `optim_step(...)` for the whole step.
+#
+# The Datums of step 3 carry each sampled token's old log-probability and its advantage; step 4
+# minimises $-\frac1N\sum_i\sum_t \frac{\pi_\theta}{\mu_{\text{old}}}A_i$ over them, with no std
+# normalisation, no clipping and no KL term (notebook 08, "The loss the course optimises").
 
 # %%
 from pathlib import Path
@@ -49,12 +53,31 @@ values
 # %% [markdown]
 # ## Why a warm start?
 #
-# The base model almost never writes a well-formed tool call or an `Answer:` line, so every
-# trajectory of a group scores −0.1, every group is degenerate and GRPO has nothing to learn from.
-# A *scripted teacher* fixes the format first: it searches the question on the local index, searches
+# The base model answers in the right format almost every time — but it does not search. In the
+# recorded evaluation (600 test questions, the agent loop with 3 searches allowed) it ends with a
+# well-formed `Answer:` line and no search at all on nearly every question, and nearly every answer is
+# wrong: its groups score 0, all of them alike. GRPO can only push towards behaviour some trajectory of
+# a group shows; a group in which nobody searches cannot teach searching, and one in which everybody
+# scores 0 teaches nothing at all. it searches the question on the local index, searches
 # again with the top title if the answer is not in the evidence yet, and answers with the reference
 # spelled as the evidence spells it. The model is fine-tuned with `cross_entropy` on the
 # **assistant** tokens of these demonstrations only — the same observation mask as in RL.
+
+# %%
+from helpers.policies import RECORDED_RUN
+from helpers.recorded import eval_summary, reward_shares
+
+base = eval_summary("base_agent")
+shares = reward_shares("base_agent")
+print(f"base model, recorded run {RECORDED_RUN} ({base['n']} questions): valid format {base['format_rate']:.1%}, "
+      f"no search {base['no_search_share']:.1%} (mean {base['search_calls_mean']:.3f} searches), "
+      f"strict EM {base['em_strict']:.3f}")
+print("share of questions per reward:", {f"{r:+g}": f"{share:.1%}" for r, share in shares.items()})
+print(f"SFT after the warm start: no search {eval_summary('sft')['no_search_share']:.1%}, "
+      f"strict EM {eval_summary('sft')['em_strict']:.3f}")
+
+# %% [markdown]
+# Then the warm start, on this machine:
 
 # %%
 from helpers.sft import SFTConfig, run_sft
@@ -146,7 +169,7 @@ pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(colum
 # %%
 from IPython.display import display
 
-from helpers.learnable import ANSWER_RATES, CPU_RUN, cpu_run_config, learnable_examples
+from helpers.learnable import ANSWER_RATES, CPU_RUN, SFT_START, cpu_run_config, learnable_examples
 from helpers.policies import unavailable_reason
 from helpers.train import open_session
 
@@ -160,22 +183,52 @@ if missing is None:
     display(cpu_dashboard)
     cpu_summary = train(cpu_config, on_step=cpu_dashboard.on_step, session=open_session(cpu_config, examples=learnable))
 else:
+    cpu_summary = None
     print("The CPU run that learns does not run here:", missing)
+# notebook 10 evaluates this run on held-out questions (the one-step run above when this one did not run)
+remember("learning_09", {"summary": cpu_summary, "start": str(SFT_START)} if missing is None else None)
 
 # %% [markdown]
-# ## What each profile costs
+# ## The real recipe, on a GPU (the `gpu` profile)
 #
-# Measured on a 2-core AMD EPYC machine (2026-12-01; `benchmarks/RESULTS.md`) and one H200:
+# Everything above is the recipe at toy scale. On a machine with a GPU, `COURSE_PROFILE=gpu` runs the
+# real one here, in this notebook: the recorded run's recipe (`python -m helpers.experiment --preset
+# h200`): the SFT warm start on hundreds of scripted demonstrations, then minutes of GRPO on large
+# groups — the sizes are printed below — with its GRPO steps drawn on the dashboard. Notebook 10
+# then evaluates it on the held-out test questions. About 20 minutes on one H200; every stage
+# resumes if the kernel stops. In a terminal, the same run is these commands:
+
+# %%
+from helpers.recipe import GPU_RUN, commands, gpu_plan, train_stages
+
+recipe = gpu_plan()
+print(f"SFT on {recipe.sft.limit} train questions × {recipe.sft.epochs} epochs; GRPO on "
+      f"{recipe.grpo.questions_per_batch} questions × {recipe.grpo.rollout.group_size} samples per step for "
+      f"{GPU_RUN['grpo_minutes']:g} minutes; evaluation on the whole {recipe.eval.split} split")
+print("\n".join(commands(recipe)))
+if config.is_gpu():
+    recipe_dashboard = TrainingDashboard(f"GRPO, preset {GPU_RUN['preset']}")
+    display(recipe_dashboard)
+    recipe_run = train_stages(recipe, on_step=recipe_dashboard.on_step)
+    print(f"SFT: {recipe_run['sft']['demonstrations']} demonstrations; GRPO: {recipe_run['grpo'].get('steps_done')} steps")
+else:
+    print(f"profile {config.profile()!r}: the GPU recipe runs with COURSE_PROFILE=gpu on a machine with a GPU "
+          f"(this one: {config.device()}).")
+
+# %% [markdown]
+# ## What each profile costs, and where the time goes
 #
-# | profile | where | what runs | measured |
-# | --- | --- | --- | --- |
-# | `fast` | 2 CPU cores | smollm2-135m, 2 SFT questions, 1 GRPO step of 1 question × 2 | notebook 09 in 45 s (idle machine) |
-# | `full` | 2 CPU cores | Qwen2.5-0.5B, SFT on 4 questions × 1 epoch, 1 GRPO step of 1 question × 4 | SFT 72 s, the GRPO step 155 s |
-# | `full`, run that learns | 2 CPU cores | GRPO from the recorded SFT adapter, `CPU_RUN` (4 questions, one per step, × 4 samples, 6 steps) | 725 s: 149–169 s a step (training 123–133 s for about 3,100 tokens), 43 s for a step whose group is all right (nothing to train); step rewards 0.75, 0.75, 0.75, 0.5, 1.0, 1.0 |
-# | `full`, the whole notebook | 2 CPU cores | all of the above | 932–981 s (15.5–16.4 min, two runs) |
-# | GPU recipe | one H200 | SFT on 800 questions with a decomposing teacher, 9 minutes of GRPO, 600-question evaluations | 17.9 min in all (`results/h200_search/README.md`) |
+# | profile | what runs in this notebook | where the time goes |
+# | --- | --- | --- |
+# | `fast` | smollm2-135m, SFT on 2 questions, 1 GRPO step of 1 question × 2 | seconds: the plumbing only, nothing learns |
+# | `full` | Qwen2.5-0.5B, SFT on 4 questions, 1 GRPO step of 1 question × 4, then the run that learns (`CPU_RUN`) | minutes per step: on a CPU the forward-backward over a group's few thousand tokens costs more than sampling them |
+# | `gpu` | the recorded run's recipe: SFT on 800 questions, 9 minutes of GRPO (16 questions × 8 per step) | the rollout (decoding token after token, and the searches) takes most of a step; the update is one batched pass |
 #
-# The real run is one command on a GPU machine: `bash results/run.sh`.
+# On a CPU the trainer is the bottleneck, so a run that learns must be small in tokens: few
+# questions, short turns, one question per step. On a GPU the update is cheap and the rollout, token
+# after token, is the cost, which is why the recipe samples a whole batch of groups at once and why
+# budgets on searches and turn length matter for speed as much as for behaviour. The measured times
+# of every profile are in `benchmarks/RESULTS.md`.
 
 # %% [markdown]
 # ## Exercises
@@ -250,8 +303,10 @@ check_step_order(sorted(STEP_ORDER, key=call_position))
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
-# 1. The base model rarely writes a valid call or an `Answer:` line: every trajectory scores −0.1,
-#    every group is degenerate and GRPO has no signal. SFT teaches the format first.
+# 1. The base model answers in a valid format but almost never searches, and its answers are mostly
+#    wrong: its groups score 0 throughout (degenerate), and none of its trajectories shows a search
+#    that GRPO could reinforce. SFT teaches the search-then-answer behaviour first; GRPO then chooses
+#    among behaviours the policy already shows.
 # 2. The assistant tokens of the teacher's demonstrations (`cross_entropy`); the prompt and the
 #    observations are masked out, as in RL.
 # 3. The old logprobs must come from the policy *before* this update; a fresh sampler on the current

@@ -16,46 +16,57 @@
 # %% [markdown]
 # # 10 · Evaluation and analysis
 #
-# **What you will build.** A fair comparison of the base model and your checkpoint in the *same*
-# environment, two baselines that skip the agent loop, a look at the recorded GPU run, and finally
-# the trained agent answering a question **you** type, shown as a tree.
+# **What you will build.** A fair comparison of a policy before and after training, on held-out
+# questions and in the *same* environment; two baselines that skip the agent loop; the recorded GPU
+# run and what its policies do on the course's running example; and finally the trained agent
+# answering a question **you** type, shown as a tree.
 #
-# **What you need.** The checkpoint of notebook 09 (or the recorded run in `results/`), and the
-# rollout of notebook 05 — evaluation is the same `rollout_batch`, with one trajectory per question
-# (`group_size=1`): there is no group to compare against, only the answer to score.
+# **What you need.** The runs of notebook 09 (the run that learns, or its one-step run; in the `gpu`
+# profile, the real recipe) and the recorded run in `results/`. Evaluation is the same
+# `rollout_batch` as training, with one trajectory per question (`group_size=1`): there is no group
+# to compare against, only the answer to score.
 #
 # A fair comparison changes **only the weights**: same questions, same search backend and index,
 # same budgets, same sampling parameters, same answer checker. A larger search budget alone can
-# raise accuracy, so it must not differ between the two runs.
+# raise accuracy, so it must not differ between the two runs. And the questions are **held out**:
+# the test split, never seen in training — a policy may memorise its training questions' answers.
 
 # %%
-from helpers import config
-from IPython.display import display
+from IPython.display import Markdown, display
 
+from helpers import config
 from helpers.analyse import compare, comparison_table, summarise, summary_table
 from helpers.eval import EvalConfig, evaluate
+from helpers.recipe import evaluate_stages, gpu_plan, policy_to_evaluate
 from helpers.widgets import budgets
 from helpers.widgets.course import recall, rollout_config
 
 values = budgets()
-trained = recall("training_09")
-checkpoint = (trained or {}).get("summary", {}).get("sampler_path")
-print("checkpoint from notebook 09:", checkpoint or "none — run notebook 09 first; the base model stands in for it")
+evaluated = policy_to_evaluate(recall("learning_09"), recall("training_09"))
+print("evaluating:", evaluated.label, "|", evaluated.start_label)
 # the profile's budgets, greedy: one deterministic answer per question, the same for every model
 common = dict(split="test", limit=values["eval_questions"], rollout=rollout_config(values, temperature=0.0, group_size=1))
 common
 
 # %% [markdown]
-# ## Base model vs checkpoint, same environment
+# ## Before and after training, on held-out questions
 #
-# Each table shows first the columns a comparison reads (exact match, and which questions only one
-# run gets right); open **all columns** under it for the rest (searches, failed and cut
-# observations, token counts).
+# The policy notebook 09 trained, against the policy it started from. Each table shows first the
+# columns a comparison reads (exact match, and which questions only one run gets right); open **all
+# columns** under it for the rest (searches, failed and cut observations, token counts). In the `gpu`
+# profile these are the recipe's own evaluations: its SFT and SFT + GRPO policies on the 600 test
+# questions.
 
 # %%
-base_rows = evaluate(EvalConfig(label="base", **common))
-checkpoint_rows = evaluate(EvalConfig(label="checkpoint", model_path=checkpoint, **common))
-comparison_table(compare(base_rows, checkpoint_rows, labels=("base", "checkpoint")), ("base", "checkpoint"))
+if config.is_gpu():
+    recipe_rows = evaluate_stages(gpu_plan())
+    labels = ("SFT (recipe)", "SFT + GRPO (recipe)")
+    start_rows, checkpoint_rows = recipe_rows["sft"], recipe_rows["sft_grpo"]
+else:
+    labels = ("start", "trained")
+    start_rows = evaluate(EvalConfig(label="start", model_path=evaluated.start_path, **common))
+    checkpoint_rows = evaluate(EvalConfig(label="trained", model_path=evaluated.model_path, **common))
+comparison_table(compare(start_rows, checkpoint_rows, labels=labels), labels)
 
 # %% [markdown]
 # ## Baselines
@@ -64,13 +75,19 @@ comparison_table(compare(base_rows, checkpoint_rows, labels=("base", "checkpoint
 # and **RAG** (the question is searched once, the evidence pasted into the prompt, one answer). Two
 # exact-match numbers are reported: *strict* (the reward's rule: one well-formed `Answer:` line) and
 # *lenient* (a reference appears anywhere in the final text), so a baseline is not scored zero only
-# for ignoring the format.
+# for ignoring the format. (In the `gpu` profile the base model's rows are the recorded run's: the
+# same 600 questions and budgets.)
 
 # %%
-closed_rows = evaluate(EvalConfig(mode="closed_book", label="closed book", **common))
-rag_rows = evaluate(EvalConfig(mode="rag", label="rag", **common))
+from helpers.recorded import eval_rows
+
+if config.is_gpu():
+    closed_rows, rag_rows = eval_rows("base_closed_book"), eval_rows("base_rag")
+else:
+    closed_rows = evaluate(EvalConfig(mode="closed_book", label="closed book", **common))
+    rag_rows = evaluate(EvalConfig(mode="rag", label="rag", **common))
 summary_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows),
-               "agent (base)": summarise(base_rows), "agent (checkpoint)": summarise(checkpoint_rows)})
+               f"agent ({labels[0]})": summarise(start_rows), f"agent ({labels[1]})": summarise(checkpoint_rows)})
 
 # %% [markdown]
 # With a handful of questions these numbers are noise; they show the *method*. Record at least: exact
@@ -79,52 +96,70 @@ summary_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows)
 #
 # ## The recorded GPU run
 #
-# A longer run of the same code on a GPU (Qwen2.5-0.5B, larger budgets) is kept in `results/` when
-# available: its training metrics per step and its evaluation rows.
+# The same code on one GPU with the real budgets (`helpers.policies.RECORDED_RUN`, the run the
+# README reports): an SFT warm start on 800 scripted demonstrations, GRPO with the exact-match
+# reward, and every policy evaluated greedily on the 600 test questions. Its training, step by step:
 
 # %%
-import json
-from pathlib import Path
-
-from helpers.analyse import read_jsonl
+from helpers.policies import RECORDED_RUN
+from helpers.recorded import EVAL_LABELS, training_metrics
 from helpers.widgets import TrainingDashboard
 
-results = config.RESULTS_DIR
-metric_files = sorted(results.glob("**/metrics.jsonl")) if results.exists() else []
-main_run = results / "h200_balanced" / "grpo" / "metrics.jsonl"  # the run the README reports
-grpo_metrics = [main_run] if main_run.exists() else [p for p in metric_files if "sft" not in p.parts[-2]]
-eval_files = [p for p in sorted(results.glob("**/*.jsonl")) if p not in metric_files] if results.exists() else []
-replay = TrainingDashboard("recorded run")
-if grpo_metrics:
-    source = grpo_metrics[-1]
-    print("recorded training run:", source.relative_to(config.PROJECT_ROOT))
-    for row in read_jsonl(source):
-        replay.on_step(row)
-else:
-    print("No recorded GPU run in results/ yet: `bash results/run.sh` on a GPU machine makes one.")
-    print("Showing this machine's CPU run from notebook 09 instead.")
-    for row in (trained or {}).get("history", []):
-        replay.on_step(row)
+replay = TrainingDashboard(f"recorded run {RECORDED_RUN}")
+for row in training_metrics("grpo"):
+    replay.on_step(row)
 replay
 
 # %%
-recorded = {}
-for path in eval_files:
-    rows = read_jsonl(path)
-    if rows and isinstance(rows[0], dict) and "exact_match" in rows[0]:
-        recorded[str(path.relative_to(results))] = summarise(rows)
-display(summary_table(recorded)) if recorded else print("No recorded evaluation rows in results/ yet.")
+recorded_rows = {label: eval_rows(label) for label in EVAL_LABELS}
+summary_table({EVAL_LABELS[label]: summarise(rows) for label, rows in recorded_rows.items()})
 
 # %% [markdown]
+# ## Predict, then see: the running example
+#
+# The course has followed one question since notebook 02: *What government position was held by the
+# woman who portrayed Corliss Archer in the film Kiss and Tell?* Its answer needs two hops: the film
+# names the actress, and only a search on her name finds the position. Both recorded policies met it
+# among the 600 test questions.
+#
+# **Predict first.** How many times does the SFT policy search on it, and the SFT + GRPO policy? Is
+# either right? (What you know: SFT imitates a teacher that searches the linking entity; GRPO was
+# rewarded for right answers only.) Write your guesses, then run the next cell.
+
+# %%
+my_searches = {"sft": None, "sft_grpo": None}  # e.g. {"sft": 1, "sft_grpo": 2}
+
+# %%
+from helpers.recorded import running_example_outcome
+from helpers.reward import contains_answer
+from helpers.running_example import RUNNING_EXAMPLE
+from helpers.search import format_results
+from helpers.widgets.course import search_client
+
+outcomes = {label: running_example_outcome(label) for label in ("sft", "sft_grpo")}
+for label, outcome in outcomes.items():
+    guess = my_searches.get(label)
+    verdict = "" if guess is None else (" — as you predicted" if guess == outcome.search_calls else f" — you said {guess}")
+    print(outcome.describe() + verdict)
+    for number, query in enumerate(outcome.queries, start=1):  # the local index gives what the policy read
+        held = contains_answer(format_results(search_client("local").search(query)), RUNNING_EXAMPLE.answers)
+        print(f"   search {number}: {query!r} → the answer is {'in' if held else 'not in'} its results")
+print("reference answer:", RUNNING_EXAMPLE.answers[0])
+
+# %% [markdown]
+# Neither is right, and they fail in two different ways. The SFT policy searches again, on the
+# actress it found in the first results, as its teacher would — and that second search does bring
+# the answer into its context; it then answers from the wrong line: a reading failure. After GRPO
+# the policy reads better (the next sections show where its gain comes from), but it searches
+# once, the question itself, and that first evidence names the actress, not her position: a search
+# failure. Exact-match GRPO removed the second search across the board, including here, where it
+# would have paid had the policy read it right.
+#
 # ## A second search where one is not enough?
 #
-# "Search again when the evidence lacks the answer" is the behaviour GRPO is supposed to add. To
-# check it, re-run each agent's *first* query on the local index (it is deterministic) and ask
+# "Search again when the evidence lacks the answer" is the behaviour a search agent should show. To
+# check it, re-run each policy's *first* query on the local index (it is deterministic) and ask
 # whether those results held a gold answer. A good agent searches again mostly on the red bars.
-# In the recorded runs, notice how often the first search already suffices, and compare the SFT
-# teachers: `h200` (second query = question + top title), `h200_hints` (gold titles the policy
-# never reads), `h200_reach` and `h200_balanced` (names the policy has read, two-search
-# demonstrations trained once or four times), and each SFT policy with its SFT + GRPO policy.
 
 # %%
 import matplotlib.pyplot as plt
@@ -132,96 +167,57 @@ import matplotlib.pyplot as plt
 from helpers.analyse import first_search_hits, second_search_figure, second_search_table
 from helpers.widgets.course import search_client
 
-agent_runs = {}
-for path in eval_files:
-    rows = read_jsonl(path)
-    searched = sum(bool(r.get("queries")) for r in rows) if rows and isinstance(rows[0], dict) else 0
-    if searched and rows[0].get("mode") == "agent" and searched >= len(rows) / 2:
-        agent_runs[str(path.relative_to(results).with_suffix(""))] = rows
-if not agent_runs:  # no recorded run: this notebook's own evaluations
-    agent_runs = {"base (here)": base_rows, "checkpoint (here)": checkpoint_rows}
-hits = {label: first_search_hits(rows, search_client("local")) for label, rows in agent_runs.items() if rows}
+agent_runs = {f"{RECORDED_RUN}/{label}": recorded_rows[label] for label in ("sft", "sft_grpo")}
+hits = {label: first_search_hits(rows, search_client("local")) for label, rows in agent_runs.items()}
 search_tables = {label: second_search_table(rows) for label, rows in hits.items()}
-if search_tables:
-    second_search_figure(search_tables)
-    plt.show()
-else:
-    print("No agent evaluation with searches to analyse yet.")
+second_search_figure(search_tables)
+plt.show()
 
 # %% [markdown]
 # Now only the HotpotQA questions, the two-hop ones. The grey bars are yes/no comparison questions
 # ("Are A and B both actors?"): "yes" or "no" never appears in the evidence, so whether one search
-# was enough cannot be read off the text, but one search rarely shows both A and B. The `h200_reach`
-# policy trained on its two-search demonstrations four times searches the second entity on every one
-# of them, and searches again more often after a miss than after a hit. Every policy after GRPO
-# stops at one search. The next plot shows why.
+# was enough cannot be read off the text, but one search rarely shows both A and B.
 
 # %%
 hotpot = {label: [r for r in rows if r.get("data_source") == "hotpotqa"] for label, rows in hits.items()}
 hotpot_tables = {label: second_search_table(rows) for label, rows in hotpot.items()
                  if any(int(r.get("search_calls", 0)) >= 2 for r in rows)}
 if hotpot_tables:
-    second_search_figure(hotpot_tables, title="HotpotQA only (runs that ever searched twice)")
+    second_search_figure(hotpot_tables, title="HotpotQA only (policies that ever searched twice)")
     plt.show()
 else:
-    print("No HotpotQA run searched twice yet.")
+    print("No policy searched twice on HotpotQA.")
 
 # %% [markdown]
 # ## What a second search paid
 #
 # The reward only pays for the right answer, so GRPO keeps a second search only where it makes the
-# right answer more likely. Compare, for one SFT policy, the strict EM of the questions where it
+# right answer more likely. Compare, for the SFT policy, the strict EM of the questions where it
 # stopped at one search with those where it searched again, split the same way. If searching again
-# after a hit loses answers that the first evidence held, the group advantage of those trajectories is
+# loses answers that one search would have given, the group advantage of those trajectories is
 # negative, and GRPO pushes the policy towards one search.
 
 # %%
 from helpers.analyse import COLUMN_INCHES, second_search_payoff_figure
 
-sft_runs = [label for label in hits if label.endswith("/sft") and
-            second_search_table(hits[label])["first search found it"]["em_strict_if_again"] is not None]
-payoff_run = sft_runs[0] if sft_runs else next(iter(hits), None)
-if payoff_run:
-    fig, axes = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.4))
-    for ax, source in zip(axes, ("hotpotqa", "nq")):
-        rows = [r for r in hits[payoff_run] if r.get("data_source") == source]
-        second_search_payoff_figure(second_search_table(rows), f"{payoff_run}: {source}", ax=ax)
-    plt.show()
-    cost = second_search_table(hits[payoff_run])["first search found it"]
-    if cost["em_strict_if_again"] is not None and cost["em_strict_if_once"] is not None:
-        print(f"after a hit: EM {cost['em_strict_if_once']:.3f} when it stopped, "
-              f"{cost['em_strict_if_again']:.3f} when it searched again")
-else:
-    print("No agent evaluation to analyse yet.")
+payoff_run = f"{RECORDED_RUN}/sft"
+fig, axes = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.4))
+for ax, source in zip(axes, ("hotpotqa", "nq")):
+    rows = [r for r in hits[payoff_run] if r.get("data_source") == source]
+    second_search_payoff_figure(second_search_table(rows), f"{payoff_run}: {source}", ax=ax)
+plt.show()
 
 # %% [markdown]
-# In `results/h200_balanced` the SFT policy answered from the *latest* evidence: after a hit, its
-# second query (often a name from the first results) displaced the evidence that held the answer.
-# Its teacher had taught exactly that, because the teacher only searched again when the first
-# evidence lacked the answer, so in every two-search demonstration the answer sits in the second one.
-#
-# What GRPO did to second searches: the share of *sampled* trajectories (temperature 1) with two or
-# more searches, per step, in every recorded GRPO run. Each run started from an SFT policy; the
-# group-relative advantage decides which way the share moves. An x marks a step whose gradient was
-# not finite: in `h200_reach` that step turned every weight into NaN, which is why the engine now
-# drops such a step.
+# What GRPO did to second searches, step by step: the share of *sampled* trajectories
+# (temperature 1) with two or more searches, in the recorded GRPO run. The run started from the SFT
+# policy; the group-relative advantage decides which way the share moves.
 
 # %%
 from helpers.analyse import multi_search_curves
 
-grpo_runs = {str(p.parent.relative_to(results)): read_jsonl(p) for p in metric_files
-             if p.parent.name.startswith("grpo")}
-if grpo_runs:
-    multi_search_curves(grpo_runs)
-    plt.show()
-    mixed = {label: rows for label, rows in grpo_runs.items()
-             if any(m.get("multi_search_share/hotpotqa") is not None for m in rows)}
-    if mixed:  # runs whose batches mixed sources logged each source apart
-        multi_search_curves(mixed, key="multi_search_share/hotpotqa").axes[0].set_title(
-            "HotpotQA questions of mixed batches", fontsize=9)
-        plt.show()
-else:
-    print("No recorded GRPO run in results/ yet.")
+recorded_grpo = training_metrics("grpo")
+multi_search_curves({f"{RECORDED_RUN}/grpo": recorded_grpo})
+plt.show()
 
 # %% [markdown]
 # ## Was search learned?
@@ -244,34 +240,22 @@ else:
 # verbatim, once, sits exactly on them: everything it gained is reading.
 
 # %%
-from IPython.display import Markdown
-
 from helpers.analyse import format_search_learned, search_learned_figure, search_learned_table
 
-# the recorded run's two policies (and runs of the search preset, once recorded), else every agent run here
-learned_runs = {label: rows for label, rows in agent_runs.items()
-                if label.startswith(("h200_balanced/", "h200_search")) and label.rsplit("/", 1)[-1] in ("sft", "sft_grpo")}
-learned_runs = learned_runs or agent_runs
-learned = {label: search_learned_table(rows, search_client("local")) for label, rows in learned_runs.items()}
+learned = {label: search_learned_table(rows, search_client("local")) for label, rows in agent_runs.items()}
 display(Markdown(format_search_learned(learned)))
 search_learned_figure(learned)
 plt.show()
 
 # %% [markdown]
-# In `results/h200_balanced` the SFT policy (whose teacher searched the question first, every time)
-# reads more than the question's top 3 on HotpotQA only because it searches a second time on most
-# questions; after GRPO the policy searches the question once, and its evidence recall is that of
-# the question itself (NQ 0.782 against 0.782). None of its first queries is a rewrite. Its gain in
-# exact match is reading, not searching.
-#
-# Two things would move these bars. The teacher can demonstrate what a search agent does: search
-# the entity that links the two hops even when the first evidence already holds the answer (and
-# answer from wherever the answer is, not from the last observation), and search keywords instead
-# of the question where they retrieve the supporting passage the question misses
+# Two things move these bars. The teacher can demonstrate what a search agent does: search the
+# entity that links the two hops even when the first evidence already holds the answer, and search
+# keywords instead of the question where they retrieve the supporting passage the question misses
 # (`SFTConfig.decompose`, `SFTConfig.rewrite_first_query`). And the reward can pay for the evidence
 # itself: `helpers.evidence` adds, to exact match, a small gain for every gold passage a search
 # retrieves for the first time and a small charge for a search that shows nothing new (the
-# per-search reward of StepSearch), only on trajectories that end with a valid answer.
+# per-search reward of StepSearch), only on trajectories that end with a valid answer. Notebook 11
+# has you write such a reward.
 
 # %% [markdown]
 # ## The recorded runs in a tracker
@@ -288,7 +272,7 @@ plt.show()
 from helpers.tracking import export_recorded, tracking_dir
 
 try:
-    boards = export_recorded(results, progress=False)
+    boards = export_recorded(config.RESULTS_DIR, progress=False)
     print(f"{len(boards)} runs, e.g. {', '.join(list(boards)[:3])}")
     print(f"open them:  tensorboard --logdir {tracking_dir() / 'recorded'}")
 except ImportError:
@@ -368,44 +352,100 @@ check_second_search_cost(hits.get(payoff_run, []), (found["em_strict_if_once"] o
 # %% [markdown]
 # ## What we observed and why
 #
-# From the recorded GPU run (`results/h200_balanced`: SFT, then 38 GRPO steps on batches with as
-# many HotpotQA as NQ questions; 600 test questions, greedy):
-#
-# - **GRPO helped**: strict exact match 0.307 → 0.382 (+7.5 points; NQ +7.6, HotpotQA +7.0).
-# - **The gain sits where the first search already held the answer**: on those 446 questions EM went
-#   0.379 → 0.480; where the first search missed, EM stayed at 0.043. The policy got better at
-#   *reading* its evidence, not at finding more of it.
-# - **GRPO removed the second search** (the SFT policy searched again on 63 % of HotpotQA and 23 % of
-#   NQ questions; after GRPO on 0 of 600). Why: the SFT policy answers from the *latest* evidence
-#   (every two-search demonstration of its teacher had the answer in the second result). After a
-#   first search that found the answer, searching again dropped its EM from 0.453 to 0.135; after a
-#   miss, the second query rescued almost nothing (0.034). The exact-match reward pays only for the
-#   right answer, so the group advantages of two-search trajectories were negative from the first
-#   steps, and GRPO did what the reward asked.
-# - **The queries did not change**: SFT and SFT + GRPO wrote the same first query on 598 of 600
-#   questions, nearly always the question itself.
+# From the recorded run's files (the 600 test questions, greedy):
+
+# %%
+from helpers.recorded import eval_summary
+
+sft_all, grpo_all = eval_summary("sft"), eval_summary("sft_grpo")
+by_source = {source: (eval_summary("sft", source=source)["em_strict"], eval_summary("sft_grpo", source=source)["em_strict"])
+             for source in ("nq", "hotpotqa")}
+found = {label: second_search_table(hits[f"{RECORDED_RUN}/{label}"])["first search found it"] for label in ("sft", "sft_grpo")}
+first_queries = {label: [(r.get("queries") or [None])[0] for r in recorded_rows[label]] for label in ("sft", "sft_grpo")}
+same_first = sum(a == b for a, b in zip(first_queries["sft"], first_queries["sft_grpo"]))
+hotpot_multi = eval_summary("sft", source="hotpotqa")["multi_search_share"], eval_summary("sft_grpo", source="hotpotqa")["multi_search_share"]
+display(Markdown("\n".join([
+    f"- **GRPO helped**: strict exact match {sft_all['em_strict']:.3f} → {grpo_all['em_strict']:.3f} "
+    f"({100 * (grpo_all['em_strict'] - sft_all['em_strict']):+.1f} points; "
+    + ", ".join(f"{source} {a:.3f} → {b:.3f}" for source, (a, b) in by_source.items()) + ").",
+    f"- **The gain sits where the first search already held the answer**: on those {found['sft']['n']} questions EM "
+    f"went {found['sft']['em_strict']:.3f} → {found['sft_grpo']['em_strict']:.3f}. The policy got better at "
+    "*reading* its evidence.",
+    f"- **GRPO removed the second search**: on HotpotQA the SFT policy searched again on "
+    f"{hotpot_multi[0]:.0%} of the questions, the SFT + GRPO policy on {hotpot_multi[1]:.0%}; "
+    f"over all questions {sft_all['multi_search_share']:.0%} → {grpo_all['multi_search_share']:.0%}.",
+    f"- **The queries barely changed**: the two policies wrote the same first query on {same_first} of "
+    f"{len(first_queries['sft'])} questions, nearly always the question itself.",
+])))
+
+# %% [markdown]
+# Why the second search went: GRPO compares trajectories of the same question. Where a second search
+# did not make the right answer more likely than stopping, the group's two-search trajectories scored
+# below its one-search ones, their advantages were negative, and the policy moved towards one
+# search — which is what an exact-match reward asks for. A second search survives only where it wins
+# its group; the README of the recorded run compares rewards and training questions that make it
+# win (its run C).
 #
 # ## Questionnaire
 #
 # 1. What must be the same in two evaluations for their difference to measure the training?
-# 2. Why does evaluation sample greedily with one trajectory per question?
+# 2. Why does evaluation sample greedily with one trajectory per question, and on held-out questions?
 # 3. What do the closed-book and RAG baselines tell you that the agent's score alone does not?
 # 4. Why did GRPO remove the second search instead of making it useful?
-# 5. The training reward rose on HotpotQA only, the test EM on both sources. How can that be?
+# 5. On the running example neither recorded policy is right. What would have to be true for GRPO to
+#    keep a second search on questions like it?
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
 # 1. The questions, the search backend and index, every budget and the sampling parameters: only the
 #    weights may differ.
 # 2. The goal is the policy's best single answer, measured reproducibly; a group serves training,
-#    where the comparison between attempts is the signal.
+#    where the comparison between attempts is the signal. Held out, because a policy can learn its
+#    training questions' answers by heart (notebook 09's run that learns does, on purpose).
 # 3. How much the model knows without searching, and how much one fixed retrieval gives: the agent's
 #    gain over them is what its search decisions add.
-# 4. For this policy with this index a second search made the right answer less likely (it answered
-#    from the later, less relevant evidence), so its trajectories got negative advantages. The
-#    outcome reward cannot tell a useful second search from a useless one unless useful ones win.
-# 5. Training reward is measured at temperature 1 on the training batches, test EM greedily on other
-#    questions; the NQ half of the batches was noisy and flat, while better reading of the first
-#    evidence helped greedy answers on both sources.
+# 4. For this policy with this index a second search did not make the right answer more likely, so
+#    its trajectories got negative advantages. The outcome reward cannot tell a useful second search
+#    from a useless one unless useful ones win.
+# 5. Within a group, the trajectories that search again must end right more often than those that
+#    stop: questions whose answer really is one hop further (such as a share of multi-hop questions
+#    in every batch), a teacher whose second query is the linking entity, or a reward term that pays
+#    for retrieving the second gold passage.
 #
 # </details>
+
+# %% [markdown]
+# ## Appendix: how the recipe got here
+#
+# The recorded run is the last of several. Each earlier run changed one lever, and is kept in
+# `results/` with its README. Their GRPO runs side by side, the share of sampled trajectories with a
+# second search per step:
+#
+# - `h200`: the teacher's second query was the question plus the top result's title;
+# - `h200_hints`: a teacher whose second queries used gold titles, which the policy never reads;
+# - `h200_reach` and `h200_balanced`: second queries from names the policy had read, two-search
+#   demonstrations trained once or four times; `h200_balanced` also drew as many HotpotQA as NQ
+#   questions per batch. Its SFT policy answered from the
+#   *latest* evidence, because its teacher only searched again when the first evidence lacked the
+#   answer — so after a hit, a second search buried the answer, and GRPO removed it;
+# - the recorded run: a teacher that decomposes (searches the bridge entity also after a hit and
+#   answers from the first evidence), which made the SFT policy's second searches pay; exact-match
+#   GRPO still removed them.
+#
+# An x marks a step whose gradient was not finite: in `h200_reach` such a step turned every weight
+# into NaN, which is why the engine skips the optimiser step when a gradient is not finite.
+
+# %%
+from helpers.analyse import read_jsonl
+
+results = config.RESULTS_DIR
+grpo_runs = {str(p.parent.relative_to(results)): read_jsonl(p) for p in sorted(results.glob("**/metrics.jsonl"))
+             if p.parent.name.startswith("grpo")}
+multi_search_curves(grpo_runs)
+plt.show()
+mixed = {label: rows for label, rows in grpo_runs.items()
+         if any(m.get("multi_search_share/hotpotqa") is not None for m in rows)}
+if mixed:  # runs whose batches mixed sources logged each source apart
+    multi_search_curves(mixed, key="multi_search_share/hotpotqa").axes[0].set_title(
+        "HotpotQA questions of mixed batches", fontsize=9)
+    plt.show()

@@ -22,11 +22,12 @@
 #
 # **What you need.** Rewards and group advantages (03, 08), a rollout (05), a training step (09).
 #
-# The exact-match reward of notebook 03 says nothing about *how* an answer was reached. A policy
-# trained only on it learns that one more search never hurts, and it drifts towards more calls and
-# longer turns. Charging a flat price per call is the obvious fix, and Perplexity's post reports it backfires:
-# it also punishes the searches a hard question needs, so the policy stops exploring. The post's
-# answer is a **gated** reward with **group-anchored** penalties:
+# The exact-match reward of notebook 03 says nothing about *how* an answer was reached. Perplexity's
+# post reports what that does at its scale (large models, long training): a policy trained only on
+# exact match learns that one more search never hurts, and drifts towards more calls and longer
+# turns. Charging a flat price per call is the obvious fix, and the post reports it backfires: it
+# also punishes the searches a hard question needs, so the policy stops exploring. The post's answer
+# is a **gated** reward with **group-anchored** penalties:
 #
 # $$R(\tau) = r_\text{base}(\tau)\cdot s(\tau) \;-\; \big(\lambda_\text{tool}\,\text{pen}_\text{tool}(\tau) + \lambda_\text{len}\,\text{pen}_\text{len}(\tau)\big)$$
 #
@@ -45,6 +46,36 @@ from helpers import efficiency as eff
 
 print("profile:", config.profile(), "| model:", config.default_model())
 eff.EfficiencyConfig()
+
+# %% [markdown]
+# ## Predict first: does exact match drift towards more searches here?
+#
+# The course has a recorded GRPO run with the plain exact-match reward (`results/efficiency/exact_match`:
+# Qwen2.5-0.5B from the SFT warm start, a few minutes of GRPO on one GPU). Its SFT start searched
+# once on nearly every question. Over the run, did the mean number of searches per
+# trajectory go **up**, **down**, or stay **flat**? Write your guess, then run the cell after it.
+
+# %%
+my_drift = None  # "up", "down" or "flat"
+
+# %%
+from helpers.recorded import training_metrics, trend
+
+print(len(training_metrics("exact_match", run="efficiency")), "recorded steps with the exact-match reward")
+first, last = trend("exact_match", "search_calls_mean", run="efficiency")
+tokens_first, tokens_last = trend("exact_match", "assistant_tokens_mean", run="efficiency")
+seen = "up" if last - first > 0.05 else "down" if first - last > 0.05 else "flat"
+print(f"searches per trajectory, first quarter of steps → last: {first:.2f} → {last:.2f} ({seen}); "
+      f"generated tokens per turn {tokens_first:.1f} → {tokens_last:.1f}"
+      + ("" if my_drift is None else f" — you said {my_drift!r}"))
+
+# %% [markdown]
+# Flat. The drift the post reports is a finding at scale — many steps, a policy free to explore, a
+# budget of many calls — and it did not appear in a short run from a policy whose warm start taught
+# one search: nothing made a second search pay, so nothing pushed the count up. (Notebook 10 shows
+# the reverse on the recorded run: exact-match GRPO *removed* second searches.) Keep both in mind
+# when reading the penalties below: a penalty for extra searches can only act on a policy that makes
+# them.
 
 # %% [markdown]
 # ## The tool-call penalty, anchored on the winners
@@ -244,6 +275,36 @@ def tool_penalties(eff_calls, winners, baseline, alpha_win=1.0, alpha_lose=0.5, 
 check_tool_penalty(tool_penalties)
 
 # %% [markdown]
+# 5. **Plug in a reward of your own.** A reward is a function of a group (`helpers.reward`): it
+#    reads `group.example` (the question, its answers and `metadata`, here the
+#    `gold_passage_ids`) and each trajectory (`valid_format`, `exact_match`, `searches`: a
+#    `SearchRecord` per call, with its `query` and the `passage_ids` its observation showed), and
+#    returns `GroupRewards(rewards, components)`. Write `rewrite_bonus`: exact match, plus a bonus of
+#    0.1 for a trajectory whose **first** query is not the question itself and brought a gold
+#    passage — a reward for *searching well*, which exact match cannot see (notebook 10: the recorded
+#    policies search the question verbatim). Only with a valid answer, so searching can never pay for
+#    not answering. Then register it and train with it, below.
+
+# %% tags=["exercise"]
+from helpers.checkers import check_rewrite_bonus
+from helpers.evidence import gold_passage_ids, query_differs
+from helpers.reward import GroupRewards, outcome_reward
+
+BONUS = 0.1
+
+
+def rewrite_bonus(group) -> GroupRewards:
+    """Exact match (outcome_reward(t.valid_format, t.exact_match)) plus BONUS per trajectory when it
+    ended with a valid answer, its first search's query differs from the question
+    (query_differs(query, group.example.question)) and that search's passage_ids hold one of
+    gold_passage_ids(group.example). Log the bonus as a component: {"rewrite_bonus": [...]}.
+    """
+    raise NotImplementedError("write rewrite_bonus")  # your code here
+
+
+check_rewrite_bonus(rewrite_bonus)
+
+# %% [markdown]
 # ---
 #
 # ### Solutions
@@ -259,19 +320,82 @@ eff.check_no_winner_advantages([r.advantage for r in eff.score_group(
 eff.check_length_penalty(eff.length_penalties([300, 50], [True, False], [200, 320])[0])
 check_tool_penalty(eff.tool_penalties)
 
+
+def rewrite_bonus(group) -> GroupRewards:
+    gold = set(gold_passage_ids(group.example))
+    rewards, bonuses = [], []
+    for trajectory in group.trajectories:
+        first = trajectory.searches[0] if trajectory.searches else None
+        earned = (trajectory.valid_format and first is not None
+                  and query_differs(first.query, group.example.question) and bool(gold & set(first.passage_ids)))
+        bonuses.append(BONUS if earned else 0.0)
+        rewards.append(outcome_reward(trajectory.valid_format, trajectory.exact_match) + bonuses[-1])
+    return GroupRewards(rewards, {"rewrite_bonus": bonuses})
+
+
+check_rewrite_bonus(rewrite_bonus)
+
+# %% [markdown]
+# ## Train with your reward
+#
+# `register_reward(name, factory)` makes a reward available by name wherever the course takes one:
+# `TrainConfig(reward=name)`, the CLI's `--reward name`, the experiment's `--set grpo.reward=name`.
+# The factory takes the reward's options (`reward_options`) and returns the function. Then the
+# training step is notebook 09's, unchanged: your reward scores each group, `assign_advantages`
+# turns the rewards into advantages, and the loss of notebook 08 does the rest. A few steps on
+# this machine (in the `full` profile from the recorded SFT adapter; in the `fast` one the small
+# model, which shows the plumbing, not a trend); each step's `rewrite_bonus` mean is in its metrics.
+
+# %%
+from IPython.display import display
+
+from helpers.learnable import SFT_START
+from helpers.policies import unavailable_reason
+from helpers.reward import make_reward, register_reward
+from helpers.train import TrainConfig, train
+from helpers.widgets import TrainingDashboard
+from helpers.widgets.course import rollout_config
+
+register_reward("rewrite_bonus", lambda: rewrite_bonus)  # the factory: no options, the function itself
+print("registered:", make_reward("rewrite_bonus").__name__)
+own_config = TrainConfig(
+    reward="rewrite_bonus", max_steps=max(values["grpo_steps"], 2), questions_per_batch=values["grpo_questions"],
+    rollout=rollout_config(values, group_size=max(values["group_size"], 2)), save_every=0, resume=False,
+    init_from=str(SFT_START) if unavailable_reason("sft") is None else None,
+    out=str(config.RUNS_DIR / f"course-{config.profile()}" / "grpo_rewrite_bonus"))
+own_dashboard = TrainingDashboard("GRPO with your reward")
+display(own_dashboard)
+own_summary = train(own_config, on_step=own_dashboard.on_step)
+pd.DataFrame(own_dashboard.history).set_index("step")[
+    [c for c in ("reward_mean", "exact_match", "rewrite_bonus", "search_calls_mean") if c in own_dashboard.history[0]]].round(3)
+
 # %% [markdown]
 # ## What we observed and why
 #
 # The recorded comparison (`results/efficiency`: both runs from the same SFT checkpoint, the same
-# questions in the same order, 7 minutes each on one GPU; 29 steps with the plain reward, 20 with
-# the gated one) shows **the gated reward changed almost nothing**: both runs end at 1.00 searches
-# per trajectory and 41–43 generated tokens, and exact match on the training batches rose in both
-# (0.38 → 0.53 plain, 0.37 → 0.48 gated; with 64 trajectories per step one step swings by ±0.2).
+# questions in the same order, the same minutes on one GPU), first quarter of the steps against the
+# last, read from its metrics:
+
+# %%
+rows = []
+for name in eff.REWARDS:
+    metrics = training_metrics(name, run="efficiency")
+    row = {"reward": name, "steps": len(metrics)}
+    for key in ("search_calls_mean", "assistant_tokens_mean", "exact_match", "eff/pen_tool_mean"):
+        first, last = trend(name, key, run="efficiency")
+        row[key] = f"{first:.2f} → {last:.2f}"
+    rows.append(row)
+pd.DataFrame(rows).set_index("reward")
+
+# %% [markdown]
+# **The gated reward changed almost nothing**: both runs end at one search per trajectory and about
+# the same generated length, and exact match on the training batches rose in both (a step holds a
+# few dozen trajectories, so one step swings by ±0.2: compare the trends, not single steps).
 #
-# Why: the starting SFT policy already made exactly one search on about 98 % of its trajectories.
+# Why: the starting SFT policy already made exactly one search on nearly all of its trajectories.
 # With every winner at one effective call, the baseline $b_g$ is 1 and the surplus
 # $\tilde c_i - b_g$ is 0, so winners pay no tool penalty at all; the logged `eff/pen_tool_mean`
-# (about 0.05–0.07) is only the $\beta_\text{lose}$ floor paid by losers, a constant within a group
+# is only the $\beta_\text{lose}$ floor paid by losers, a constant within a group
 # that cancels in the group-mean advantage. A penalty anchored on the winners can only cut searches a
 # policy makes *beyond* what its winners need — and this policy made none. To see it work, start
 # from a policy that over-searches.
@@ -283,6 +407,9 @@ check_tool_penalty(eff.tool_penalties)
 # 3. Why do failed searches not count against the agent?
 # 4. Why does a terse *loser* pay a length penalty?
 # 5. In the recorded run the gated reward left searches and lengths unchanged. Why?
+# 6. How do you add a reward of your own to training, and what must it return?
+# 7. Whatever the reward, what loss does the update then minimise, and what in it does the reward
+#    change?
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
@@ -295,5 +422,15 @@ check_tool_penalty(eff.tool_penalties)
 #    would learn to give up early.
 # 5. Its winners all made one search, so the baseline was 1 and nobody had a surplus: the only term
 #    left was the losers' constant $\beta_\text{lose}$, which cancels in the advantage.
+# 6. Write a function of a group that returns `GroupRewards(rewards, components)`: one reward per
+#    trajectory in group order, reading only the group's example (question, answers, `metadata`
+#    such as `gold_passage_ids`) and what its trajectories did; register it with
+#    `register_reward(name, factory)` and train with `TrainConfig(reward=name)` (options in
+#    `reward_options`). Its components are logged as metrics. Keep correctness first: a bonus that
+#    outweighs a right answer, or pays without a valid answer, teaches the bonus instead.
+# 7. The same token-level importance-sampling loss of notebook 08,
+#    $-\frac1N\sum_i\sum_t \frac{\pi_\theta}{\mu_{\text{old}}}A_i$, with no std normalisation,
+#    clipping or KL term. The reward enters only through the advantages $A_i = R_i - \bar R$ of
+#    each group: a term that is the same for every member of a group cancels.
 #
 # </details>

@@ -21,9 +21,9 @@
 # disagree about their probabilities, even with the very same weights. You will measure it on real
 # tokens, see where it comes from, and see what token-level importance sampling does with it.
 #
-# **What you need.** Datums and old log-probs (07), the importance-sampling loss (09).
+# **What you need.** Datums and old log-probs (07), the importance-sampling loss (08), a training step (09).
 #
-# In notebook 09 the loss was `importance_sampling`: every sampled token $y_t$ is weighted by
+# The loss of notebooks 08 and 09 is `importance_sampling`: every sampled token $y_t$ is weighted by
 #
 # $$r_t(\theta) = \frac{\pi_\text{train}(y_t\mid y_{<t})}{\mu_\text{infer}(y_t\mid y_{<t})}
 #   = \exp\big(\log\pi_\text{train} - \log\mu_\text{infer}\big)$$

@@ -8,16 +8,45 @@ import io
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers import checkers
+from helpers.checkers.loss import engine_loss
 from helpers.efficiency import gated_reward, tool_penalties
+from helpers.evidence import build_report, gold_passage_ids, query_differs
 from helpers.preference import bt_loss, symmetrised_loss
 from helpers.protocol import parse_assistant
-from helpers.reward import normalize_answer, score_answer
+from helpers.reward import GroupRewards, exact_match_reward, normalize_answer, outcome_reward, score_answer
 from helpers.rollout import assign_group_advantages, consume_assistant
 from helpers.train import build_datum, weight_micro_batch_for_global_mean
 
 jupytext = pytest.importorskip("jupytext")
+
+
+def blocks_that_fit(block_tokens, budget):  # the rollout's rule on block sizes (fit_tool_content works on tokens)
+    if budget < 0:
+        raise ValueError("negative budget")
+    kept = 0
+    while kept < len(block_tokens) and sum(block_tokens[: kept + 1]) <= budget:
+        kept += 1
+    return kept
+
+
+def new_gold_per_search(passages_per_search, gold_ids):  # the evidence reward's own bookkeeping
+    searches = [(f"query {i}", ids, False) for i, ids in enumerate(passages_per_search)]
+    return [len(search.new_gold) for search in build_report("a question", [], gold_ids, searches).searches]
+
+
+def rewrite_bonus(group):  # notebook 11's solution: exact match + 0.1 for a rewritten first query that found gold
+    gold = set(gold_passage_ids(group.example))
+    rewards = []
+    for t in group.trajectories:
+        first = t.searches[0] if t.searches else None
+        earned = bool(t.valid_format and first and query_differs(first.query, group.example.question)
+                      and gold & set(first.passage_ids))
+        rewards.append(outcome_reward(t.valid_format, t.exact_match) + (0.1 if earned else 0.0))
+    return GroupRewards(rewards)
+
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 REFERENCES = [
@@ -31,15 +60,20 @@ REFERENCES = [
     (checkers.check_tool_penalty, tool_penalties),
     (checkers.check_symmetrised_loss, symmetrised_loss),
     (checkers.check_gate, lambda r_base, s, pen: [gated_reward(*member) for member in zip(r_base, s, pen)]),
+    (checkers.check_importance_sampling_loss, engine_loss),
+    (checkers.check_blocks_that_fit, blocks_that_fit),
+    (checkers.check_new_gold_per_search, new_gold_per_search),
+    (checkers.check_rewrite_bonus, rewrite_bonus),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
     "02": {"parse_assistant"},
     "03": {"normalize_answer", "score_answer"},
+    "04": {"blocks_that_fit", "new_gold_per_search"},
     "05": {"consume_assistant"},
     "07": {"build_datum"},
-    "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean"},
-    "11": {"tool_penalties"},
+    "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean", "importance_sampling_loss"},
+    "11": {"tool_penalties", "rewrite_bonus"},
     "14": {"symmetrised_loss", "gate"},
 }
 
@@ -136,9 +170,54 @@ def _near_misses():
     def linear_sum(r_base, s, pen):  # the hackable combination the gate replaces
         return [r + p - q for r, p, q in zip(r_base, s, pen)]
 
+    def per_output_mean(logprobs, old_logprobs, advantages, mask):  # DeepSeekMath's 1/|o_i|: not this engine
+        per_token = -(torch.exp(logprobs - old_logprobs) * advantages) * mask
+        return (per_token.sum(dim=1) / mask.sum(dim=1)).mean()
+
+    def without_ratio(logprobs, old_logprobs, advantages, mask):  # REINFORCE: same gradient at ratio 1 only
+        return (-(logprobs * advantages) * mask).sum(dim=1).mean()
+
+    def unmasked(logprobs, old_logprobs, advantages, mask):
+        return (-(torch.exp(logprobs - old_logprobs) * advantages)).sum(dim=1).mean()
+
+    def clipped(logprobs, old_logprobs, advantages, mask):  # PPO's clip: the course's loss has none
+        ratio = torch.exp(logprobs - old_logprobs)
+        per_token = -torch.minimum(ratio * advantages, ratio.clamp(0.8, 1.2) * advantages) * mask
+        return per_token.sum(dim=1).mean()
+
+    def knapsack(block_tokens, budget):  # slips a later, smaller block in: not the backend's ranking
+        used = kept = 0
+        for size in block_tokens:
+            if used + size <= budget:
+                used, kept = used + size, kept + 1
+        return kept
+
+    def every_gold_seen(passages_per_search, gold_ids):  # counts a gold passage again on every search
+        return [len(set(passages) & set(gold_ids)) for passages in passages_per_search]
+
+    def any_search_bonus(group):  # pays a rewrite by any search, not only the first
+        gold, question = set(gold_passage_ids(group.example)), group.example.question
+        return GroupRewards([outcome_reward(t.valid_format, t.exact_match) + 0.1 * (t.valid_format and any(
+            query_differs(s.query, question) and gold & set(s.passage_ids) for s in t.searches)) for t in group.trajectories])
+
+    def bonus_without_answer(group):  # pays the bonus to a trajectory that never answered
+        plain = rewrite_bonus(group).rewards
+        return GroupRewards([r + (0.1 if not t.valid_format and t.searches and query_differs(
+            t.searches[0].query, group.example.question) and set(gold_passage_ids(group.example)) & set(
+            t.searches[0].passage_ids) else 0.0) for r, t in zip(plain, group.trajectories)])
+
     return [
         (checkers.check_symmetrised_loss, one_order),
         (checkers.check_gate, linear_sum),
+        (checkers.check_rewrite_bonus, exact_match_reward),
+        (checkers.check_rewrite_bonus, any_search_bonus),
+        (checkers.check_rewrite_bonus, bonus_without_answer),
+        (checkers.check_blocks_that_fit, knapsack),
+        (checkers.check_new_gold_per_search, every_gold_seen),
+        (checkers.check_importance_sampling_loss, per_output_mean),
+        (checkers.check_importance_sampling_loss, without_ratio),
+        (checkers.check_importance_sampling_loss, unmasked),
+        (checkers.check_importance_sampling_loss, clipped),
         (checkers.check_parse_assistant, answer_everything),
         (checkers.check_normalize_answer, unstripped_normalise),
         (checkers.check_score_answer, articles_kept),

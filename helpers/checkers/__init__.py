@@ -9,18 +9,25 @@ Each checker returns a Verdict (True when every case holds) and never raises on 
 
 from helpers.checkers.efficiency import check_tool_penalty
 from helpers.checkers.preference import check_gate, check_symmetrised_loss
+from helpers.checkers.loss import check_importance_sampling_loss
+from helpers.checkers.own_reward import check_rewrite_bonus
 from helpers.checkers.protocol import check_parse_assistant
+from helpers.checkers.search import check_blocks_that_fit, check_new_gold_per_search
 from helpers.checkers.reward import check_normalize_answer, check_score_answer
 from helpers.checkers.rollout import check_consume_assistant
 from helpers.checkers.train import check_assign_group_advantages, check_build_datum, check_weight_micro_batch
 
 __all__ = [
     "check_assign_group_advantages",
+    "check_blocks_that_fit",
     "check_build_datum",
     "check_consume_assistant",
     "check_gate",
+    "check_importance_sampling_loss",
+    "check_new_gold_per_search",
     "check_normalize_answer",
     "check_parse_assistant",
+    "check_rewrite_bonus",
     "check_score_answer",
     "check_symmetrised_loss",
     "check_tool_penalty",

@@ -1,0 +1,64 @@
+"""The recorded runs as the notebooks quote them: numbers come from the files, a missing file or
+question is a clear error, and the recorded run says what the course's text says of it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import config, recorded
+from helpers.running_example import RUNNING_EXAMPLE
+
+
+def _write_run(root, label, rows):
+    folder = root / "toy" / "eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{label}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _row(i, reward, calls, source="nq", **extra):
+    return {"id": f"q{i}", "question": "?", "answers": ["a"], "data_source": source, "reward": reward,
+            "valid_format": reward >= 0, "exact_match": reward == 1.0, "search_calls": calls,
+            "queries": ["q"] * calls, "answer": "a" if reward == 1.0 else "b", **extra}
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    _write_run(tmp_path, "base_agent", [_row(0, 1.0, 0), _row(1, 0.0, 0), _row(2, 0.0, 1, "hotpotqa"), _row(3, -0.1, 0)])
+    return tmp_path
+
+
+def test_summaries_and_reward_shares_are_read_from_the_rows(toy):
+    summary = recorded.eval_summary("base_agent", run="toy")
+    assert summary["n"] == 4 and summary["format_rate"] == 0.75 and summary["no_search_share"] == 0.75
+    assert recorded.eval_summary("base_agent", run="toy", source="hotpotqa")["n"] == 1
+    assert recorded.reward_shares("base_agent", run="toy") == {1.0: 0.25, 0.0: 0.5, -0.1: 0.25}
+
+
+def test_an_outcome_is_the_row_of_that_question(toy):
+    outcome = recorded.running_example_outcome("base_agent", run="toy", example_id="q2")
+    assert (outcome.search_calls, outcome.answer, outcome.exact_match) == (1, "b", False)
+    assert "searched once, answered 'b' (wrong)" in outcome.describe()
+
+
+def test_missing_files_and_questions_are_clear_errors(toy):
+    with pytest.raises(FileNotFoundError, match="no recorded file"):
+        recorded.eval_rows("sft", run="toy")
+    with pytest.raises(KeyError, match="not among the recorded rows"):
+        recorded.running_example_outcome("base_agent", run="toy", example_id="nope")
+    with pytest.raises(KeyError, match="no rows from"):
+        recorded.eval_summary("base_agent", run="toy", source="triviaqa")
+
+
+def test_the_recorded_run_says_what_the_course_says_of_it():
+    base = recorded.eval_summary("base_agent")
+    assert base["format_rate"] > 0.9 and base["no_search_share"] > 0.95  # answers well-formed, never searches
+    assert recorded.reward_shares("base_agent")[0.0] > 0.9  # so its groups score 0, not -0.1
+    sft, grpo = recorded.running_example_outcome("sft"), recorded.running_example_outcome("sft_grpo")
+    assert (sft.search_calls, sft.answer) == (2, "director")
+    assert (grpo.search_calls, grpo.answer) == (1, "Governor")
+    assert RUNNING_EXAMPLE.answers[0] not in (sft.answer, grpo.answer)
+    first, last = recorded.trend("exact_match", "search_calls_mean", run="efficiency")
+    assert abs(first - last) < 0.05  # exact match did not drift towards more calls
