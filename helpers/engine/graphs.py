@@ -11,7 +11,7 @@ of a second; a replay runs the whole chunk without Python.
 
 Numerics follow the trainer's forward: the same RMSNorm in fp32, rotary tables computed in fp32 and
 cast to the model dtype, LoRA computed as peft does (input cast to the adapter's dtype, B(A(x)) times
-the scale, added to the base output and cast back), tokens drawn by `sampler.draw`.
+the scale, added to the base output and cast back), tokens drawn by `drawing.draw`.
 
 Speed: a replayed step is bound by its ~60 kernel launches a layer, not by memory; the layer is split
 into two pure halves around the in-place cache write so that fusing them (a compiler, hand-written
@@ -219,7 +219,7 @@ class DecodeState:
 
 
 class _StateParams:
-    """`sampler.draw`'s view of a DecodeState: uniforms are read at the device-side step counter."""
+    """`drawing.draw`'s view of a DecodeState: uniforms are read at the device-side step counter."""
 
     def __init__(self, state: DecodeState, truncate: bool, greedy: bool) -> None:
         self.temps, self.truncate, self.state = state.temps, truncate, state
@@ -236,7 +236,7 @@ def chunk(weights: DecoderWeights, state: DecodeState, layer_fn, truncate: bool,
     import torch
     import torch.nn.functional as F
 
-    from helpers.engine.sampler import draw
+    from helpers.engine.drawing import draw
 
     params = _StateParams(state, truncate, greedy)
     layers = [flat_layer(layer) for layer in weights.layers]
@@ -335,7 +335,7 @@ def decode_graphs(host, rows: list, logits, prefix, mask, next_pos) -> None:
     """Fill every row's tokens, logprobs and stop reason, decoding in replayed chunks of GRAPH_STEPS."""
     import torch
 
-    from helpers.engine.sampler import DrawParams, _collect
+    from helpers.engine.drawing import DrawParams, collect
 
     decoder = host.graph_decoder()
     slot = host.active_slot
@@ -376,7 +376,7 @@ def decode_graphs(host, rows: list, logits, prefix, mask, next_pos) -> None:
         run()
         tokens, logps = state.tokens.tolist(), state.logps.tolist()
         for i in range(min(GRAPH_STEPS, steps - done)):
-            _collect(host, rows, running, (tokens[i], logps[i]))
+            collect(host, rows, running, (tokens[i], logps[i]))
             if not running:
                 break
         done += GRAPH_STEPS
