@@ -12,7 +12,7 @@ import pytest
 from helpers import config
 from helpers.data import SearchExample
 from helpers.widgets.budgets import SLIDERS, budgets
-from helpers.widgets.changes import branch_summary, changes_html, compare_runs
+from helpers.widgets.changes import SUMMARY_FIELDS, branch_summary, changes_html, compare_runs
 from helpers.widgets.live import WatchedSampler, budget_questions, budget_run_fn, live_run_fn
 from helpers.widgets.playground import RolloutPlayground, Superseded
 
@@ -64,7 +64,8 @@ def test_change_summary_shows_per_branch_what_a_lower_search_budget_changed():
                         -0.1, 0.0, end_reason="search_budget"),
                  branch(1, [tool("first", 120), answer("Answer: Paris")], 0.0, 0.0))
     rows = compare_runs(before, after)
-    assert [row["status"] for row in rows] == ["changed", "changed"]
+    # τ1 did exactly the same; only its advantage moved, because τ0's reward fell
+    assert [row["status"] for row in rows] == ["changed", "advantage only"]
     assert set(rows[0]["changed"]) == {"searches", "observation_tokens", "end_reason", "answer", "reward", "advantage"}
     assert rows[0]["before"]["searches"] == 2 and rows[0]["after"]["searches"] == 1
     assert rows[1]["changed"] == ["advantage"]
@@ -72,6 +73,59 @@ def test_change_summary_shows_per_branch_what_a_lower_search_budget_changed():
     assert "max_search_calls 2 → 1" in html and "answer → search_budget" in html
     assert 'data-searches="1" data-searches-before="2"' in html
     assert "Lyon → <i>none</i>" in html
+    assert html.count('class="srt-changed"') == 6 and html.count('class="srt-moved"') == 1  # τ1's advantage only
+    assert 'data-status="advantage only"' in html and "another branch of the group changed" in html
+
+
+def test_a_question_switch_starts_a_new_baseline_instead_of_comparing_two_questions():
+    first = SearchExample("a", "Which prophets are in the Quran?", ["Moses"], "hotpotqa")
+    second = SearchExample("b", "Are Ian Brown and Dee Snider both actors?", ["no"], "hotpotqa")
+
+    def run(values):
+        question = values["question"]
+        return {"question": question.question, "answers": question.answers,
+                "leaves": [branch(0, [answer(f"Answer: {question.answers[0]}")], 1.0, 0.0)]}
+
+    playground = RolloutPlayground(run, values=budgets("fast"), questions=[first, second], background=False)
+    playground.pickers["question"].value = second.question
+    html = playground.changes.value
+    assert "another question" in html and "a new baseline" in html
+    assert "→" not in html.split("</p>", 1)[1]  # no cell compares Moses with no
+    assert 'data-status="first"' in html
+    playground.sliders["max_search_calls"].value = 0  # same question again: compared as before
+    assert "max_search_calls 1 → 0" in playground.changes.value and 'data-status="same"' in playground.changes.value
+
+
+def test_a_question_that_names_its_policy_picks_it():
+    from helpers.widgets.live import BudgetQuestion
+
+    seen = []
+
+    def run(values):
+        seen.append((values["policy"], values["question"].id))
+        return searches_run(values)
+
+    once = BudgetQuestion(SearchExample("a", "question a", ["x"], "hotpotqa"), "answered after one search", "sft_grpo")
+    twice = BudgetQuestion(SearchExample("b", "question b", ["y"], "hotpotqa"), "searched twice", "sft")
+    typed = BudgetQuestion(SearchExample("c", "question c", ["z"], "hotpotqa"), "cut", None)
+    options = [("SFT + GRPO", "sft_grpo"), ("SFT", "sft"), ("base model", "base")]
+    playground = RolloutPlayground(run, values=budgets("fast"), policies=options, policy="sft_grpo",
+                                   questions=[once, twice, typed], background=False)
+    playground.pickers["question"].value = "question b"
+    assert playground.pickers["policy"].value == "sft" and seen[-1] == ("sft", "b")
+    playground.pickers["question"].value = "question c"  # names no policy: the picked one stays
+    assert seen[-1] == ("sft", "c")
+    playground.pickers["question"].value = "question a"
+    assert seen[-1] == ("sft_grpo", "a")
+
+
+def test_the_change_table_can_leave_the_advantage_column_out():
+    rows = compare_runs(None, tree(branch(0, [answer("Answer: Lyon")], 1.0, 0.0)))
+    assert "<th>advantage</th>" in changes_html(rows)
+    without = changes_html(rows, fields=tuple(f for f in SUMMARY_FIELDS if f != "advantage"), row_prefix="q")
+    assert "<th>advantage</th>" not in without and "+0.00" not in without.replace("+1.00", "") and ">q0 " in without
+    with pytest.raises(ValueError, match="unknown change-table fields"):
+        changes_html(rows, fields=("searches", "mood"))
 
 
 def test_change_summary_marks_new_and_gone_branches_and_escapes_everything():
@@ -257,17 +311,35 @@ def test_budget_run_fn_states_and_enforces_b_on_every_question(monkeypatch):
     def fake_rollout(sampler, tokenizer, search, examples, config, progress):
         seen.update(budget=config.search_budget, calls=config.max_search_calls, group=config.group_size,
                     questions=len(examples))
-        return [SimpleNamespace(question_index=i, exact_match=i == 0, answer="a", group_index=0) for i in range(len(examples))]
+        return [SimpleNamespace(question_index=i, exact_match=i == 0, answer="a", group_index=0, example=example)
+                for i, example in enumerate(examples)]
 
     monkeypatch.setattr("helpers.rollout.rollout_batch", fake_rollout)
     monkeypatch.setattr("helpers.widgets.live.tree_data",
                         lambda group: {"leaves": [branch(0, [answer("Answer: a")], 1.0, 0.0)]})
     monkeypatch.setattr("helpers.widgets.live.search_client_for", lambda topk, backend="local": None)
-    run = budget_run_fn(["q one", "q two"], load=lambda name: SimpleNamespace(sampler=None, tokenizer=None))
+    questions = [SearchExample("1", "q one", ["gold one"], "hotpotqa"), SearchExample("2", "q two", ["gold two"], "nq")]
+    run = budget_run_fn(questions, load=lambda name: SimpleNamespace(sampler=None, tokenizer=None))
     data = run({**budgets("fast"), "policy": "sft_grpo", "budget": 2})
     assert seen == {"budget": 2, "calls": 2, "group": 1, "questions": 2}
     assert [leaf["index"] for leaf in data["leaves"]] == [0, 1] and data["accuracy"] == 0.5
     assert "budget b = 2: 1 answered right" in data["question"]
+    # each row is its own question with its own gold; rows are q0, q1 in the tree and the table alike;
+    # a question is a group of one, so no advantage is shown
+    assert [(leaf["question"], leaf["answers"]) for leaf in data["leaves"]] == [("q one", ["gold one"]),
+                                                                                ("q two", ["gold two"])]
+    from helpers.widgets.tree import normalise_tree, tree_html
+
+    shown = normalise_tree(data)
+    assert shown["row_prefix"] == "q" and shown["advantages"] is False
+    assert "no reference answer" not in shown["gold"] and shown["leaves"][1]["gold"] == "gold: gold two"
+    html = tree_html(data)
+    assert "<b>q0</b>" in html and "τ0" not in html and "gold: gold one" in html and " · A " not in html
+    playground = RolloutPlayground(run, values={**budgets("fast"), "budget": 1, "policy": "sft_grpo"},
+                                   sliders={"budget": (0, 5, 1)}, background=False)
+    assert ">q0 " in playground.changes.value and "τ" not in playground.changes.value
+    assert "<th>advantage</th>" not in playground.changes.value
+    assert "no reference answer" not in playground.tree.data["gold"]
 
 
 def _write_eval(folder, name, rows):
