@@ -27,7 +27,6 @@
 # observations o_t from the environment. The second query usually depends on the first observation,
 # so nothing can be planned before the rollout starts: the trainer has to keep every trajectory's
 # state and parse each turn as it comes.
-
 #
 # The policy is the trained agent of the recorded GPU run (SFT then GRPO) when its adapter runs on
 # this profile's model, so searches happen; otherwise the policy notebook 09 trained, or the base
