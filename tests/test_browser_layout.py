@@ -37,7 +37,7 @@ def run(values):
         {"index": 0, "reward": 1.0, "advantage": 0.5, "exact_match": True, "valid_format": True,
          "end_reason": "answer", "turns": [search, dict(search, query="Dee Snider actor"), answer]},
         {"index": 1, "reward": -0.1, "advantage": -0.5, "valid_format": False, "end_reason": "invalid",
-         "turns": [{"kind": "invalid", "text": "<tool_call>{", "tokens": 3, "error": "unclosed tool call"}]}]}
+         "turns": [{"kind": "invalid", "text": "<tool_call>{", "tokens": 3, "error": "<unclosed> tool call"}]}]}
 '''
 PLAYGROUND_05 = '''
 RolloutPlayground(run, values=values, background=False, questions=[question],
@@ -121,6 +121,11 @@ def test_the_playgrounds_fit_beside_the_file_browser(lab_with_playgrounds):
             page.screenshot(path=str(ARTIFACTS / "browser_playground_layout.png"), full_page=True)
             (ARTIFACTS / "browser_playground_layout.json").write_text(json.dumps(layout, indent=1))
             _check(layout, "as drawn")
+            # an invalid turn's chip says why, in the parser's words (set as text, never as HTML)
+            expect(playgrounds.first.locator(".srt-invalid .srt-invalid-reason")).to_have_text("<unclosed> tool call:")
+            # notebook 12's rows are questions: named q0…, no advantage on their score
+            expect(playgrounds.nth(1).locator("[data-testid=tree-leaf] .srt-leaf-name").first).to_have_text("q0")
+            expect(playgrounds.nth(1).locator(".srt-score").first).to_have_text("r +1.00")
 
             # type into a readout, as a learner does: the row must not scroll its label away
             slider = playgrounds.first.locator(".srt-slider-max_tool_response_tokens")

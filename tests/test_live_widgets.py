@@ -463,3 +463,83 @@ def test_in_the_fast_profile_a_tiny_observation_budget_cuts_a_search_of_the_tree
     forced = [row for row in summaries if row["source"] == "teacher-forced"]
     if forced:
         assert forced[0]["end_reason"] == "observation_budget" and "teacher-forced" in data["note"]
+
+
+def _measured(qid, policy, setting, calls, right):
+    return {"id": qid, "question": f"question {qid}", "answers": [f"gold {qid}"], "data_source": "hotpotqa",
+            "policy": policy, "setting": setting, "search_calls": calls, "queries": [f"q{n}" for n in range(calls)],
+            "exact_match": right, "answer": "", "end_reason": "answer"}
+
+
+def test_the_twice_prompts_are_the_measured_second_searches_and_run_the_policy_that_searches_again(tmp_path, monkeypatch):
+    from helpers.policies import SEARCHES_AGAIN
+
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    folder = tmp_path / "run" / "eval"
+    # in the recorded run "b" was searched twice; measured on a CPU, only "m" was
+    _write_eval(folder, "sft", [_row("a", 1), _row("b", 2), _row("d", 1)])
+    _write_eval(folder, "sft_grpo", [_row("a", 1, right=True), _row("b", 1), _row("d", 1, cut=1)])
+    measured = [_measured("m", SEARCHES_AGAIN, "playground", 2, True), _measured("n", SEARCHES_AGAIN, "playground", 1, True),
+                _measured("b", SEARCHES_AGAIN, "playground", 1, False)]
+    monkeypatch.setattr("helpers.widgets.live.recorded_or_learner", lambda name, model=None: name)
+    picked = budget_questions(run="run", measured=measured)
+    twice = [q for q in picked if "searched 2 times" in q.why]
+    assert [q.example.id for q in twice] == ["m"] and twice[0].policy == SEARCHES_AGAIN
+    assert "on a CPU" in twice[0].why and "'q0' → 'q1'" in twice[0].why
+    once = [q for q in picked if "after one search" in q.why]
+    assert once[0].policy == "sft_grpo" and "−0.1" in once[0].why and "from memory" not in once[0].why
+    # without a measurement the recorded run's second searches are offered
+    assert [q.example.id for q in budget_questions(run="run", measured=[]) if "searched 2" in q.why] == ["b"]
+    # a policy that cannot run here is not named: the picked one stays
+    monkeypatch.setattr("helpers.widgets.live.recorded_or_learner", lambda name, model=None: None)
+    assert all(q.policy is None for q in budget_questions(run="run", measured=measured))
+
+
+def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
+    from helpers.policies import SEARCHES_AGAIN, TRAINED_POLICY
+    from helpers.widgets.measured import sweep_questions
+
+    rows = []
+    for qid, again_1, again_3, trained_1 in [("flat", False, False, False), ("more", False, True, True),
+                                             ("first", True, True, True), ("more2", False, True, False)]:
+        rows += [_measured(qid, SEARCHES_AGAIN, "sweep b=1", 1, again_1), _measured(qid, SEARCHES_AGAIN, "sweep b=3", 2, again_3),
+                 _measured(qid, TRAINED_POLICY, "sweep b=1", 1, trained_1)]
+    picked = sweep_questions(4, rows)
+    assert [q.id for q in picked] == ["more", "first", "more2", "flat"]
+    assert picked[0].answers == ["gold more"] and [q.id for q in sweep_questions(2, rows)] == ["more", "first"]
+
+
+def test_the_recorded_measurement_has_a_second_search_of_the_policy_that_searches_again():
+    """The committed CPU measurement (results/cpu_measured) backs the playground's "twice" prompts."""
+    from helpers.policies import SEARCHES_AGAIN
+    from helpers.widgets.measured import measured_rows
+
+    rows = [r for r in measured_rows() if r["policy"] == SEARCHES_AGAIN and r["setting"] == "playground"]
+    assert rows, "record it: python -m helpers.widgets.measured record"
+    assert any(r["search_calls"] >= 2 for r in rows)
+    twice = [q for q in budget_questions() if "searched" in q.why and "times" in q.why]
+    assert twice and {q.example.id for q in twice} <= {r["id"] for r in rows if r["search_calls"] >= 2}
+
+
+@pytest.mark.slow
+def test_a_twice_prompt_makes_its_policy_search_again_on_a_cpu(monkeypatch):
+    """The playground's first "twice" prompt, run as the playground runs it (the full profile's
+    budgets, greedy, one branch), with the policy it names: a second search happens."""
+    import torch
+
+    from helpers.policies import unavailable_reason
+
+    monkeypatch.setenv("COURSE_PROFILE", "full")
+    twice = [q for q in budget_questions() if "searched" in q.why and "times" in q.why]
+    assert twice and twice[0].policy is not None, unavailable_reason("sft")
+    torch.set_num_threads(2)
+    run = live_run_fn(seed=1)
+    values = {**budgets("full"), "group_size": 1, "temperature": 0.0, "policy": twice[0].policy,
+              "question": twice[0].example}
+    data = run(values)
+    from helpers.widgets.changes import run_summary
+
+    searches = [row["searches"] for row in run_summary(data)]
+    assert max(searches) >= 2, (twice[0].example.question, searches)
+    lowered = run({**values, "max_search_calls": 1})  # the lesson: a budget of 1 refuses the second search
+    assert lowered["leaves"][0]["end_reason"] == "search_budget" and lowered["leaves"][0]["reward"] == pytest.approx(-0.1)
