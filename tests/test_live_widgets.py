@@ -543,3 +543,14 @@ def test_a_twice_prompt_makes_its_policy_search_again_on_a_cpu(monkeypatch):
     assert max(searches) >= 2, (twice[0].example.question, searches)
     lowered = run({**values, "max_search_calls": 1})  # the lesson: a budget of 1 refuses the second search
     assert lowered["leaves"][0]["end_reason"] == "search_budget" and lowered["leaves"][0]["reward"] == pytest.approx(-0.1)
+
+
+def test_a_question_searched_twice_is_offered_as_a_twice_prompt_not_as_a_once_prompt(tmp_path, monkeypatch):
+    from helpers.policies import SEARCHES_AGAIN
+
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    folder = tmp_path / "run" / "eval"
+    _write_eval(folder, "sft", [_row("a", 2), _row("b", 1)])
+    _write_eval(folder, "sft_grpo", [_row("a", 1, right=True), _row("b", 1, right=True)])
+    picked = budget_questions(run="run", measured=[_measured("a", SEARCHES_AGAIN, "playground", 2, True)])
+    assert [(q.example.id, "searched 2 times" in q.why) for q in picked] == [("b", False), ("a", True)]

@@ -90,7 +90,8 @@ def budget_questions(limit: int = 8, run: str | None = None,
     once = [(qid, "the SFT + GRPO policy answered right after one search: with max_search_calls = 0 that search "
                   "is refused, and the branch ends on its call (search_budget) with −0.1 — this policy never "
                   "learned to answer without searching", recorded_or_learner(TRAINED_POLICY))
-            for qid in ids if calls("sft_grpo", qid) == 1 and by_policy["sft_grpo"][qid].get("exact_match")]
+            for qid in ids if calls("sft_grpo", qid) == 1 and by_policy["sft_grpo"][qid].get("exact_match")
+            and qid not in {item[0] for item in twice}]  # a question the SFT policy searches twice on teaches that
     picked: dict[str, tuple[str, str | None]] = {}
     # Shortest questions first: their tool calls fit small turn budgets and their trees fit on screen.
     queues = [sorted(kind, key=lambda item: len(rows[item[0]]["question"])) for kind in (once, twice, cut)]
