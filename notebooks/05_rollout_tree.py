@@ -232,9 +232,10 @@ show(nested["root"])
 # A budget binds only where the policy makes what it limits, and the recorded policies differ:
 #
 # - **SFT + GRPO** (the default) searches once before nearly every answer and almost never
-#   searches twice, so for it every `max_search_calls` above 1 reads "same";
-# - **SFT** searches again on many HotpotQA comparison questions ("Are X and Y both …?": one search
-#   per name), so a budget of 1 refuses its second search;
+#   searches twice (in the recorded evaluation: never, on any test question), so for it every
+#   `max_search_calls` above 1 reads "same";
+# - **SFT** searches again on about half of the HotpotQA test questions, most of them comparisons
+#   ("Are X and Y both …?": one search per name), so a budget of 1 refuses its second search;
 # - the **base model** almost never writes a valid search at all.
 #
 # The questions offered first come from the recorded evaluation, where a budget visibly matters, and

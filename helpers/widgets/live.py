@@ -55,7 +55,7 @@ def _second_searches(run: str | None, measured: Sequence[dict[str, Any]] | None)
     return [(row, f"{where} the {label} policy searched {row['search_calls']} times here ("
                   + " → ".join(repr(str(q)) for q in row.get("queries") or []) + "): lower max_search_calls to 1 "
                   "to refuse the second search (the branch then ends on that call, −0.1); SFT + GRPO almost never "
-                  "searches twice") for row in rows]
+                  "searches twice, so a budget above 1 changes nothing for it") for row in rows]
 
 
 def budget_questions(limit: int = 8, run: str | None = None,
