@@ -497,6 +497,7 @@ def test_the_twice_prompts_are_the_measured_second_searches_and_run_the_policy_t
 
 def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
     from helpers.policies import SEARCHES_AGAIN, TRAINED_POLICY
+    from helpers.data import load_examples
     from helpers.widgets.measured import sweep_questions
 
     rows = []
@@ -507,6 +508,9 @@ def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
     picked = sweep_questions(4, rows)
     assert [q.id for q in picked] == ["more", "first", "more2", "flat"]
     assert picked[0].answers == ["gold more"] and [q.id for q in sweep_questions(2, rows)] == ["more", "first"]
+    # no sweep measured (only the playground's): the first test questions, as before
+    playground_only = [_measured("m", SEARCHES_AGAIN, "playground", 2, True)]
+    assert [q.id for q in sweep_questions(2, playground_only)] == [q.id for q in load_examples("test", limit=2)]
 
 
 def test_the_recorded_measurement_has_a_second_search_of_the_policy_that_searches_again():

@@ -170,7 +170,7 @@ def sweep_questions(limit: int, rows: Sequence[dict[str, Any]] | None = None) ->
     at b = 1 (b = 0 → 1 rises: at b = 0 its call is refused). Measured questions that show neither
     follow; with no measurement, the first test questions. In the order of CANDIDATES.
     """
-    rows = list(rows if rows is not None else measured_rows())
+    rows = [row for row in (rows if rows is not None else measured_rows()) if row["setting"].startswith("sweep")]
     if not rows:
         return load_examples("test", limit=limit)
     table = _by_setting(rows)
@@ -179,7 +179,7 @@ def sweep_questions(limit: int, rows: Sequence[dict[str, Any]] | None = None) ->
     def right(policy: str, setting: str, qid: str) -> bool:
         return bool(table.get((policy, setting), {}).get(qid, {}).get("exact_match"))
 
-    ids = list(dict.fromkeys(str(row["id"]) for row in rows if row["setting"].startswith("sweep")))
+    ids = list(dict.fromkeys(str(row["id"]) for row in rows))
     more = [qid for qid in ids if not right(SEARCHES_AGAIN, low, qid) and right(SEARCHES_AGAIN, high, qid)]
     first = [qid for qid in ids if right(TRAINED_POLICY, low, qid) and qid not in more]
     picked: list[str] = []
