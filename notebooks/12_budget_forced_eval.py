@@ -68,23 +68,27 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 #
 # **Which questions, and what four of them can show.** Four questions taken at random are almost
 # always answered wrong by a 0.5B model at every budget: a flat line at 0 that says nothing. So the
-# questions here were picked by measurement on a laptop CPU (`helpers.widgets.measured`, kept in
-# `results/cpu_measured`): HotpotQA comparisons ("Are X and Y both …?") where the SFT + GRPO policy
-# answers right after one search, and where the SFT policy, which searches once per name, is refused
-# its second search at $b = 1$ but answers at $b = 3$. On them your sweep shows the *shape* of the
-# recorded curve — nothing at $b = 0$ (the trained policies call and are stopped), a rise at $b = 1$,
-# and a further rise only for the policy that searches again. It cannot show the *level*: the
-# questions were chosen because the policies do well on them, four questions move accuracy in steps
-# of 0.25, and sampling at temperature 0.6 can flip one of them. The rates are the recorded sweep's.
+# questions are picked where the lesson shows (`helpers.widgets.live.sweep_questions`): HotpotQA
+# comparisons ("Are X and Y both …?") on which, in the recorded evaluation, the SFT + GRPO policy
+# answered right after one search and the SFT policy, which searches once per name, answered right
+# only after its second search (a CPU measurement of the sweep itself, `python -m
+# helpers.widgets.measured record`, takes their place once it is recorded in `results/cpu_measured`).
+# On such questions the sweep *can* show the shape of the recorded curve: nothing at $b = 0$ (the
+# trained policies call and are stopped, −0.1), a rise at $b = 1$, and a further rise from $b = 1$
+# to $b = 3$ only for the policy that searches again (at $b = 1$ a second call is refused). It
+# *cannot* show the level, nor that the shape holds in general: the questions were chosen because
+# the policies do well on them, four questions move accuracy in steps of 0.25, the recorded
+# evaluation ran greedy on a GPU while this sweep samples at temperature 0.6 on your machine, so a
+# question can flip. The rates are the recorded sweep's (below).
 
 # %%
 from helpers.policies import POLICY_LABELS, PolicyNotAvailable, load_policy, recorded_or_learner, unavailable_reason
 from helpers.widgets.course import search_client
-from helpers.widgets.measured import sweep_questions
+from helpers.widgets.live import sweep_questions
 
 fast = config.is_fast()
 sweep_budgets = values["sweep_budgets"]
-questions = sweep_questions(values["sweep_questions"])  # picked by measurement (see above)
+questions = sweep_questions(values["sweep_questions"])  # picked where the lesson shows (see above)
 policies = {"base": load_policy("base")}
 for name in ("sft", "sft_grpo"):  # the names of the recorded sweep
     source = recorded_or_learner(name)  # the recorded adapter, or notebook 09's checkpoint in its place

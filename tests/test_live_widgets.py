@@ -497,8 +497,8 @@ def test_the_twice_prompts_are_the_measured_second_searches_and_run_the_policy_t
 
 def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
     from helpers.policies import SEARCHES_AGAIN, TRAINED_POLICY
-    from helpers.data import load_examples
-    from helpers.widgets.measured import sweep_questions
+    from helpers.runs import read_jsonl
+    from helpers.widgets.live import sweep_questions
 
     rows = []
     for qid, again_1, again_3, trained_1 in [("flat", False, False, False), ("more", False, True, True),
@@ -508,9 +508,16 @@ def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
     picked = sweep_questions(4, rows)
     assert [q.id for q in picked] == ["more", "first", "more2", "flat"]
     assert picked[0].answers == ["gold more"] and [q.id for q in sweep_questions(2, rows)] == ["more", "first"]
-    # no sweep measured (only the playground's): the first test questions, as before
+    # no sweep measured (only the playground's): the recorded evaluation's questions where SFT answered
+    # right after two searches and SFT + GRPO right after one
     playground_only = [_measured("m", SEARCHES_AGAIN, "playground", 2, True)]
-    assert [q.id for q in sweep_questions(2, playground_only)] == [q.id for q in load_examples("test", limit=2)]
+    recorded = sweep_questions(4, playground_only)
+    sft = {r["id"]: r for r in read_jsonl(config.RESULTS_DIR / "h200_search" / "eval" / "sft.jsonl")}
+    grpo = {r["id"]: r for r in read_jsonl(config.RESULTS_DIR / "h200_search" / "eval" / "sft_grpo.jsonl")}
+    assert len(recorded) == 4 and recorded[0].question == "Are Ian Brown and Dee Snider both actors?"
+    for q in recorded:
+        assert sft[q.id]["search_calls"] == 2 and sft[q.id]["exact_match"] and grpo[q.id]["exact_match"]
+        assert grpo[q.id]["search_calls"] == 1 and q.answers == sft[q.id]["answers"]
 
 
 def test_the_recorded_measurement_has_a_second_search_of_the_policy_that_searches_again():

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import zip_longest
 from typing import Any, Callable, Sequence
 
-from helpers.data import SearchExample
+from helpers.data import SearchExample, load_examples
 from helpers.policies import (POLICY_LABELS, RECORDED_RUN, SEARCHES_AGAIN, TRAINED_POLICY, load_policy,
                               recorded_or_learner, run_dir)
 from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
 from helpers.runs import read_jsonl
 from helpers.widgets.adapters import tree_data
 from helpers.widgets.course import forced_trajectory, rollout_config, search_client
-from helpers.widgets.measured import measured_rows
+from helpers.widgets.measured import SWEEP_BUDGETS, measured_rows
 
 
 @dataclass
@@ -109,6 +110,56 @@ def budget_questions(limit: int = 8, run: str | None = None,
                                 str(row.get("data_source", "unknown")))
         out.append(BudgetQuestion(example, why, policy))
     return out
+
+
+def _by_setting(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault((row["policy"], row["setting"]), {})[str(row["id"])] = row
+    return out
+
+
+def sweep_questions(limit: int, rows: Sequence[dict[str, Any]] | None = None,
+                    run: str | None = None) -> list[SearchExample]:
+    """Test questions where notebook 12's own sweep can show the shape of the recorded curve.
+
+    Measured on a CPU (`helpers.widgets.measured`, "sweep b=…" rows): taken in turn from two kinds,
+    the policy that searches again was wrong at b = 1 and right at b = 3 (a larger budget helps a
+    policy that searches again), and the trained policy was right at b = 1 (b = 0 → 1 rises: at
+    b = 0 its call is refused); measured questions that show neither follow. Without such rows:
+    the recorded evaluation's HotpotQA questions where SFT answered right after two searches and
+    SFT + GRPO right after one, shortest first; without those, the first test questions.
+    """
+    rows = [row for row in (rows if rows is not None else measured_rows()) if row["setting"].startswith("sweep")]
+    if not rows:
+        return _recorded_sweep_questions(limit, run) or load_examples("test", limit=limit)
+    table = _by_setting(rows)
+    low, high = (f"sweep b={b}" for b in SWEEP_BUDGETS)  # b = 1 and b = 3
+
+    def right(policy: str, setting: str, qid: str) -> bool:
+        return bool(table.get((policy, setting), {}).get(qid, {}).get("exact_match"))
+
+    ids = list(dict.fromkeys(str(row["id"]) for row in rows))
+    more = [qid for qid in ids if not right(SEARCHES_AGAIN, low, qid) and right(SEARCHES_AGAIN, high, qid)]
+    first = [qid for qid in ids if right(TRAINED_POLICY, low, qid) and qid not in more]
+    picked: list[str] = []
+    for pair in zip_longest(more, first):  # one of each kind in turn
+        picked += [qid for qid in pair if qid is not None and qid not in picked]
+    picked += [qid for qid in ids if qid not in picked]
+    by_id = {str(row["id"]): row for row in rows}
+    return [SearchExample(qid, by_id[qid]["question"], list(by_id[qid]["answers"]), by_id[qid]["data_source"])
+            for qid in picked[:limit]]
+
+
+def _recorded_sweep_questions(limit: int, run: str | None = None) -> list[SearchExample]:
+    by_policy = _recorded_rows(run)
+    sft, trained = by_policy[SEARCHES_AGAIN], by_policy[TRAINED_POLICY]
+    ids = [qid for qid, row in sft.items() if row.get("data_source") == "hotpotqa" and row.get("exact_match")
+           and int(row.get("search_calls", 0)) >= 2 and trained.get(qid, {}).get("exact_match")
+           and int(trained[qid].get("search_calls", 0)) == 1]
+    ids.sort(key=lambda qid: len(sft[qid]["question"]))
+    return [SearchExample(qid, str(sft[qid]["question"]), [str(a) for a in sft[qid]["answers"]], "hotpotqa")
+            for qid in ids[:limit]]
 
 
 @lru_cache(maxsize=16)
@@ -275,4 +326,4 @@ def budget_run_fn(examples: Sequence[Any], *, seed: int = 0, temperature: float 
 
 
 __all__ = ["BudgetQuestion", "RECORDED_RUN", "WatchedSampler", "add_forced_branch", "as_example", "budget_questions",
-           "budget_run_fn", "forced_path", "live_run_fn", "search_client_for"]
+           "budget_run_fn", "forced_path", "live_run_fn", "search_client_for", "sweep_questions"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -154,38 +153,3 @@ def main(argv: Sequence[str] | None = None) -> None:
 if __name__ == "__main__":
     main()
 
-
-def _by_setting(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
-    out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-    for row in rows:
-        out.setdefault((row["policy"], row["setting"]), {})[str(row["id"])] = row
-    return out
-
-
-def sweep_questions(limit: int, rows: Sequence[dict[str, Any]] | None = None) -> list[SearchExample]:
-    """Test questions where notebook 12's own sweep shows the shape of the recorded curve, by measurement.
-
-    Taken in turn from two kinds: the policy that searches again was wrong at b = 1 and right at
-    b = 3 (a larger budget helps a policy that searches again), and the trained policy was right
-    at b = 1 (b = 0 → 1 rises: at b = 0 its call is refused). Measured questions that show neither
-    follow; with no measurement, the first test questions. In the order of CANDIDATES.
-    """
-    rows = [row for row in (rows if rows is not None else measured_rows()) if row["setting"].startswith("sweep")]
-    if not rows:
-        return load_examples("test", limit=limit)
-    table = _by_setting(rows)
-    low, high = (f"sweep b={b}" for b in SWEEP_BUDGETS)
-
-    def right(policy: str, setting: str, qid: str) -> bool:
-        return bool(table.get((policy, setting), {}).get(qid, {}).get("exact_match"))
-
-    ids = list(dict.fromkeys(str(row["id"]) for row in rows))
-    more = [qid for qid in ids if not right(SEARCHES_AGAIN, low, qid) and right(SEARCHES_AGAIN, high, qid)]
-    first = [qid for qid in ids if right(TRAINED_POLICY, low, qid) and qid not in more]
-    picked: list[str] = []
-    for pair in zip_longest(more, first):  # one of each kind in turn
-        picked += [qid for qid in pair if qid is not None and qid not in picked]
-    picked += [qid for qid in ids if qid not in picked]
-    by_id = {str(row["id"]): row for row in rows}
-    return [SearchExample(qid, by_id[qid]["question"], list(by_id[qid]["answers"]), by_id[qid]["data_source"])
-            for qid in picked[:limit]]
