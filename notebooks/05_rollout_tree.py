@@ -235,7 +235,8 @@ show(nested["root"])
 #   searches twice (in the recorded evaluation: never, on any test question), so for it every
 #   `max_search_calls` above 1 reads "same";
 # - **SFT** searches again on about half of the HotpotQA test questions, most of them comparisons
-#   ("Are X and Y both …?": one search per name), so a budget of 1 refuses its second search;
+#   ("Are X and Y both …?"): first the question itself, then a name or term from what that search
+#   returned — so a budget of 1 refuses its second search;
 # - the **base model** almost never writes a valid search at all.
 #
 # The questions offered first come from the recorded evaluation, where a budget visibly matters, and

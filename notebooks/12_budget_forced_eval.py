@@ -70,8 +70,8 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # always answered wrong by a 0.5B model at every budget: a flat line at 0 that says nothing. So the
 # questions are picked where the lesson shows (`helpers.widgets.live.sweep_questions`): HotpotQA
 # comparisons ("Are X and Y both …?") on which, in the recorded evaluation, the SFT + GRPO policy
-# answered right after one search and the SFT policy, which searches once per name, answered right
-# only after its second search (a CPU measurement of the sweep itself, `python -m
+# answered right after one search and the SFT policy answered right only after a second search (on
+# a term from its first search's evidence) (a CPU measurement of the sweep itself, `python -m
 # helpers.widgets.measured record`, takes their place once it is recorded in `results/cpu_measured`).
 # On such questions the sweep *can* show the shape of the recorded curve: nothing at $b = 0$ (the
 # trained policies call and are stopped, −0.1), a rise at $b = 1$, and a further rise from $b = 1$
