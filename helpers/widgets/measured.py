@@ -1,21 +1,22 @@
-"""Questions picked by measurement on a CPU, where a live widget's lesson shows on a laptop.
+"""What the recorded policies do on a CPU, measured once, so that the live widgets offer questions
+where their lesson shows on a laptop.
 
 A budget on searches only teaches something where the policy makes the searches it refuses. The
 recorded GPU evaluation says which questions those were on a GPU, at its budgets; a learner's CPU
-runs another numeric path and the playground's smaller budgets, so the candidates are run here,
-once, on a CPU, and what each policy did is kept in `measured_path()` (rows of `measure`):
+runs another numeric path and the playground's smaller budgets, so the candidates are run on a CPU
+and what each policy did is kept in `measured_path()` (rows of `measure`, under `results/`):
 
-    python -m helpers.widgets.measured record          # minutes to an hour on 2 CPU cores
+    python -m helpers.widgets.measured record          # about an hour per setting on 2 shared cores
     python -m helpers.widgets.measured show
 
-Two settings are measured for every candidate:
+The settings (`plan`):
 
-- "playground": the playground's budgets (the full profile's), one greedy trajectory: the
-  questions where the policy that searches again (`SEARCHES_AGAIN`) makes a second search are the
-  playground's "twice" prompts (`second_search_questions`);
+- "playground": the playground's budgets (the full profile's), one greedy trajectory per question:
+  where the policy that searches again (`SEARCHES_AGAIN`) makes a second search, the question is
+  one of the playground's "twice" prompts (`helpers.widgets.live.budget_questions`);
 - "sweep b=<b>": notebook 12's budget-forced protocol (`helpers.efficiency.budget_config`, its
-  temperature and turn length) at each budget: `sweep_questions` picks the questions where the
-  learner's own sweep shows the shape of the recorded curve.
+  temperature and turn length) at b = 1 and 3: `helpers.widgets.live.sweep_questions` picks the
+  questions where the learner's own sweep shows the shape of the recorded curve.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from helpers.data import SearchExample, load_examples
 from helpers.policies import SEARCHES_AGAIN, TRAINED_POLICY, load_policy
 from helpers.runs import append_jsonl, read_jsonl
 from helpers.widgets.budgets import budgets
-
 
 
 def measured_path() -> Path:
@@ -92,8 +92,9 @@ def measure(policy: str, examples: Sequence[SearchExample], rollout: Any, settin
 
     loaded = load_policy(policy)
     search = search_client("local")
-    if search.topk != budgets("full")["search_topk"]:
-        raise ValueError(f"the local search client returns {search.topk} passages, the playground {budgets('full')['search_topk']}")
+    wanted = budgets("full")["search_topk"]
+    if search.topk != wanted:
+        raise ValueError(f"the local search client returns {search.topk} passages a search, the playground {wanted}")
     started = time.perf_counter()
     batch = rollout_batch(loaded.sampler, loaded.tokenizer, search, list(examples), rollout, progress=True)
     seconds = time.perf_counter() - started
