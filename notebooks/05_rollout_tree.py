@@ -241,8 +241,9 @@ show(nested["root"])
 #
 # The questions offered first come from the recorded evaluation, where a budget visibly matters, and
 # each names the policy it runs: picking a question marked "searched 2 times" picks the SFT policy,
-# on a question where it searched twice on a CPU with these budgets (measured, in
-# `results/cpu_measured`). Pick any other policy (or your own checkpoint from notebook 09) and
+# on a question where it searched twice on a CPU with these budgets (measured greedily, in
+# `results/cpu_measured`: set `temperature` to 0 to replay that run; at 1.0 the branches vary).
+# Pick any other policy (or your own checkpoint from notebook 09) and
 # question; you can also type your own (it has no reference answer, so its reward only checks the
 # format).
 #
