@@ -27,7 +27,24 @@ RECORDED_RUN = "h200_search"
 # Recorded policies and the folder of the run that holds each one's adapter (None: no adapter).
 RECORDED_ADAPTERS = {"base": None, "sft": "sft_adapter", "sft_grpo": "adapter"}
 POLICY_LABELS = {"base": "base model", "sft": "SFT", "sft_grpo": "SFT + GRPO"}
+# One colour per policy in every plot and widget, whichever policies are shown together.
+POLICY_COLOURS = {"base": "#7f7f7f", "sft": "#1f77b4", "sft_grpo": "#d62728"}
+# Any other name (a checkpoint, a reward's run) draws from these, by a hash of its name.
+OTHER_COLOURS = ("#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 TRAINED_POLICY = "sft_grpo"
+# The policy that searches again when its first search did not settle the question: the budget
+# playground's "twice" prompts run it. The recorded SFT policy does (on HotpotQA comparison
+# questions); SFT + GRPO almost never searches twice. A later policy that searches again is named here.
+SEARCHES_AGAIN = "sft"
+
+
+def policy_colour(name: str) -> str:
+    """The colour of policy `name`: fixed for the recorded policies, stable for any other name."""
+    import zlib
+
+    if name in POLICY_COLOURS:
+        return POLICY_COLOURS[name]
+    return OTHER_COLOURS[zlib.crc32(str(name).encode("utf-8")) % len(OTHER_COLOURS)]
 
 
 class PolicyNotAvailable(ValueError):

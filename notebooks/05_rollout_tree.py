@@ -27,16 +27,23 @@
 # observations o_t from the environment. The second query usually depends on the first observation,
 # so nothing can be planned before the rollout starts: the trainer has to keep every trajectory's
 # state and parse each turn as it comes.
+#
+# The policy is the trained agent of the recorded GPU run (SFT then GRPO) when its adapter runs on
+# this profile's model, so searches happen; otherwise the policy notebook 09 trained, or the base
+# model (`helpers.policies.default_policy` decides). Every rollout in this notebook — and the one
+# notebooks 06, 07, 08 and 13 take over from here — comes from it.
 
 # %%
+from helpers.policies import load_policy
 from helpers.rollout import RolloutConfig, groups_of, rollout_batch
 from helpers.running_example import ANSWER, HOPS, QUERIES, RUNNING_EXAMPLE
 from helpers.widgets import TrajectoryTree, budgets, tree_data
-from helpers.widgets.course import engine, remember, rollout_config, rollout_examples, search_client
+from helpers.widgets.course import remember, rollout_config, rollout_examples, search_client
 
 values = budgets()
-current = engine()
-sampler, tokenizer = current.sampler, current.tokenizer
+policy = load_policy()  # the default policy: recorded SFT + GRPO adapter > notebook 09's checkpoint > base model
+print("policy:", policy.label, "on", policy.model)
+sampler, tokenizer = policy.sampler, policy.tokenizer
 search = search_client("local")
 examples = rollout_examples(values["questions"])  # the running example (its tree is shown), then training questions
 config = rollout_config(values, seed=0)
@@ -48,25 +55,19 @@ config
 # Before the batch machinery, step one question through the rollout's calls one at a time — build
 # the request, sample, `consume_assistant`, search, `finish_search`, the next request — and look at
 # the `Trajectory` after each call: its turns, its messages (**S**ystem, **U**ser, **A**ssistant,
-# **T**ool), how many tokens the next prompt has, the search count and whether it is done.
-#
-# The policy is the trained agent of the recorded GPU run (SFT then GRPO) when its adapter runs on
-# this profile's model, so a search happens; otherwise the policy notebook 09 trained, or the base
-# model (`helpers.policies.default_policy` decides).
+# **T**ool), how many tokens the next prompt has (blank until a prompt is rendered), the search
+# count and whether it is done.
 
 # %%
 import pytrio as trio
 from IPython.display import display
 
-from helpers.policies import load_policy
 from helpers.protocol import build_messages, call_text, parse_assistant, stop_sequences, template_family
 from helpers.reward import score_answer
 from helpers.rollout import Trajectory, consume_assistant, finish_search, make_request, read_sequence
 from helpers.widgets.course import forced_sequence
 from helpers.widgets.state import state_table, trajectory_state
 
-policy = load_policy()  # the default policy: recorded SFT + GRPO adapter > notebook 09's checkpoint > base model
-print("policy:", policy.label, "on", policy.model)
 hand_config = rollout_config(values, seed=0, group_size=1)
 question = examples[0]
 trajectory = Trajectory(example=question, group_index=0,
@@ -184,6 +185,7 @@ print(f"{stats.trajectories} trajectories from {stats.questions} question(s) in 
 print(f"{stats.sample_requests} sampling requests over {stats.turns} turns, {stats.search_calls} searches")
 print("how trajectories ended:", stats.end_reasons)
 _ = remember("rollout_05", list(trajectories))
+_ = remember("rollout_05_policy", policy.name)  # what load_policy takes: notebook 13 scores these tokens with it
 
 # %% [markdown]
 # ## The tree
@@ -227,12 +229,23 @@ show(nested["root"])
 # `max_trajectory_tokens` for the whole context. They bound the cost of a training step *and* decide
 # how much of the environment the agent can reach — so evaluation must use the same ones.
 #
-# The rollout above ran the base model, and the base model hardly ever searches, so its budgets
-# rarely bind. The playground below runs a **trained policy** by default: the SFT + GRPO adapter of
-# the recorded GPU run (`results/`), which searches before nearly every answer. Pick another policy
-# (the base model, the SFT policy, or your own checkpoint from notebook 09) and a question: the ones
-# offered first come from the recorded evaluation, where a budget visibly matters; you can also type
-# your own (it has no reference answer, so its reward only checks the format).
+# A budget binds only where the policy makes what it limits, and the recorded policies differ:
+#
+# - **SFT + GRPO** (the default) searches once before nearly every answer and almost never
+#   searches twice (in the recorded evaluation: never, on any test question), so for it every
+#   `max_search_calls` above 1 reads "same";
+# - **SFT** searches again on about half of the HotpotQA test questions, most of them comparisons
+#   ("Are X and Y both …?"): first the question itself, then a name or term from what that search
+#   returned — so a budget of 1 refuses its second search;
+# - the **base model** almost never writes a valid search at all.
+#
+# The questions offered first come from the recorded evaluation, where a budget visibly matters, and
+# each names the policy it runs: picking a question marked "searched 2 times" picks the SFT policy,
+# on a question where it searched twice on a CPU with these budgets (measured greedily, in
+# `results/cpu_measured`: set `temperature` to 0 to replay that run; at 1.0 the branches vary).
+# Pick any other policy (or your own checkpoint from notebook 09) and
+# question; you can also type your own (it has no reference answer, so its reward only checks the
+# format).
 #
 # **Which case you are in.** In the full profile with the recorded adapter, every branch is sampled
 # from the trained policy. Where that adapter cannot run (the fast profile's SmolLM2-135M) or when
@@ -246,10 +259,16 @@ show(nested["root"])
 #
 # Move any slider: the group runs again and the table under the buttons says, branch by branch, what
 # changed against the previous run: searches made, observation tokens kept, observations cut, how the
-# branch ended, its answer, reward and advantage. Try:
+# branch ended, its answer and reward ("changed"), and apart from those a branch that did the same
+# but whose advantage moved because another branch of its group changed ("advantage only"). After
+# you pick another question the run is a new baseline: branches are compared on one question only.
+# Try:
 #
+# - a question the SFT policy searched twice on, `max_search_calls` 3 → 1: the branches that searched
+#   twice now end on their second call (`search_budget`) with −0.1 instead of their answer;
 # - `max_search_calls = 0`: the first search is refused, the branch ends on its call
-#   (`search_budget`) and its reward drops to −0.1;
+#   (`search_budget`) and its reward drops to −0.1 — a trained policy does not answer from memory
+#   instead, it calls and is stopped;
 # - a small `max_tool_response_tokens` (e.g. 160): passages are dropped from the evidence (✂) and the
 #   answer may change; at the smallest values nothing fits and the branch ends (`observation_budget`);
 # - `search_topk = 1` against 5: less or more evidence per search for the same query;

@@ -35,13 +35,20 @@
 # %%
 from helpers.data import SearchExample
 from helpers.advantages import assign_advantages
+from helpers.policies import load_policy
 from helpers.rollout import Group, Trajectory, groups_of
 from helpers.widgets import AdvantageBars, budgets
 from helpers.widgets.adapters import advantage_groups
-from helpers.widgets.course import recall, rollout_examples, run_rollout
+from helpers.widgets.course import recall, remember, rollout_examples, run_rollout
 
 values = budgets()
-rollout = recall("rollout_05") or list(run_rollout(rollout_examples(values["questions"]), values))
+rollout = recall("rollout_05")
+if rollout is None:  # notebook 05 not run in this profile: roll out with the policy it would have used
+    policy = load_policy()
+    rollout = list(run_rollout(rollout_examples(values["questions"]), values, sampler=policy.sampler,
+                               tokenizer=policy.tokenizer))
+    remember("rollout_05", rollout)  # the trajectory below, and later notebooks, take it from here
+    remember("rollout_05_policy", policy.name)
 degenerate = assign_advantages(groups_of(rollout))
 print(f"{len(rollout)} trajectories, {degenerate} degenerate group(s)")
 if degenerate == len({t.question_index for t in rollout}):

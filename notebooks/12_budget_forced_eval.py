@@ -65,15 +65,30 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model and the recorded run's SFT and
 # SFT + GRPO adapters (`helpers.policies`) where they fit this profile's model; otherwise (the fast
 # profile's small model) notebook 09's checkpoints when it has been run in this profile.
+#
+# **Which questions, and what four of them can show.** Four questions taken at random are almost
+# always answered wrong by a 0.5B model at every budget: a flat line at 0 that says nothing. So the
+# questions are picked where the lesson shows (`helpers.widgets.live.sweep_questions`): HotpotQA
+# comparisons ("Are X and Y both …?") on which, in the recorded evaluation, the SFT + GRPO policy
+# answered right after one search and the SFT policy answered right only after a second search (on
+# a term from its first search's evidence) (a CPU measurement of the sweep itself, `python -m
+# helpers.widgets.measured record`, takes their place once it is recorded in `results/cpu_measured`).
+# On such questions the sweep *can* show the shape of the recorded curve: nothing at $b = 0$ (the
+# trained policies call and are stopped, −0.1), a rise at $b = 1$, and a further rise from $b = 1$
+# to $b = 3$ only for the policy that searches again (at $b = 1$ a second call is refused). It
+# *cannot* show the level, nor that the shape holds in general: the questions were chosen because
+# the policies do well on them, four questions move accuracy in steps of 0.25, the recorded
+# evaluation ran greedy on a GPU while this sweep samples at temperature 0.6 on your machine, so a
+# question can flip. The rates are the recorded sweep's (below).
 
 # %%
-from helpers.data import load_examples
 from helpers.policies import POLICY_LABELS, PolicyNotAvailable, load_policy, recorded_or_learner, unavailable_reason
 from helpers.widgets.course import search_client
+from helpers.widgets.live import sweep_questions
 
 fast = config.is_fast()
 sweep_budgets = values["sweep_budgets"]
-questions = load_examples("test", limit=values["sweep_questions"])
+questions = sweep_questions(values["sweep_questions"])  # picked where the lesson shows (see above)
 policies = {"base": load_policy("base")}
 for name in ("sft", "sft_grpo"):  # the names of the recorded sweep
     source = recorded_or_learner(name)  # the recorded adapter, or notebook 09's checkpoint in its place
@@ -84,7 +99,7 @@ for name in ("sft", "sft_grpo"):  # the names of the recorded sweep
         policies[name] = load_policy(source)
     except PolicyNotAvailable as error:  # a checkpoint from another model or profile
         print(f"skipping {name}: {error}")
-print("budgets:", sweep_budgets, "| questions:", len(questions))
+print("budgets:", sweep_budgets, "| questions:", *(f"\n  {q.question} (gold: {q.answers[0]})" for q in questions))
 for name, policy in policies.items():
     print(f"{name}: {policy.label}" + (f", {policy.path}" if policy.path and policy.name == name else ""))
 
@@ -106,10 +121,11 @@ eff.plot_tool_efficiency(points)
 plt.show()
 
 # %% [markdown]
-# A handful of questions (`sweep_questions`: 1 in the fast profile, 4 in the full one) is far too
-# few to read anything into the accuracy; the point here is the machinery, and the cost side is
-# already informative: every search adds an observation the model
-# must read on the next turn, so **input** tokens grow much faster than output tokens.
+# A handful of questions (`sweep_questions`: 1 in the fast profile, 4 in the full one), picked where
+# the policies do well, shows the shape of the curve but not its level: compare the shape with the
+# recorded sweep below, not the numbers. The cost side is informative as it is: every search adds an
+# observation the model must read on the next turn, so **input** tokens grow much faster than output
+# tokens.
 #
 # ## The recorded sweep
 #
@@ -140,18 +156,21 @@ curve
 #
 # ## Live: move the budget
 #
-# The same protocol on a few of the recorded questions, with the trained policy, on this machine:
-# move $b$ and the questions run again under the new stated and enforced budget. The table says, per
-# question (q0, q1, …), what changed against the previous budget: searches made, evidence kept, how
-# the trajectory ended, its answer and reward. Compare what you see with the recorded curve: from
-# $b = 0$ to $b = 1$ answers appear; above 1 little changes, because the policy stops after one search.
+# The same protocol on the questions of your sweep, with the trained policy, on this machine: move
+# $b$ and the questions run again under the new stated and enforced budget. The tree has one row per
+# question (q0, q1, …), each with its own gold answer; the table says, per question, what changed
+# against the previous budget: searches made, evidence kept, how the trajectory ended, its answer
+# and reward. (Each question is rolled out once, a group of one, so there is no advantage to show.)
+# Compare what you see with the recorded curve: from $b = 0$ to $b = 1$ answers appear; above 1
+# little changes for SFT + GRPO, because it stops after one search — pick the SFT policy to see a
+# larger budget change its answers.
 
 # %%
 from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.widgets import RolloutPlayground
-from helpers.widgets.live import budget_questions, budget_run_fn
+from helpers.widgets.live import budget_run_fn
 
-live_questions = [q.example for q in budget_questions(limit=1 if fast else 3)]
+live_questions = questions[: 1 if fast else 3]
 live_budget = RolloutPlayground(budget_run_fn(live_questions), values={**values, "budget": 1},
                                 policies=policy_options(), policy=default_policy(), sliders={"budget": (0, 5, 1)},
                                 row_prefix="q")

@@ -51,23 +51,32 @@ print("profile:", config.profile(), "| model:", config.default_model())
 # ## Source 1: the same weights, the same precision, two code paths
 #
 # The local engine samples with a KV cache, several rows at a time (notebook 05's rollout); its
-# trainer runs one forward over the whole trajectory. A fresh LoRA adapter starts as an exact
-# no-op, so the trainer below *is* the sampler's model. `measure_step` runs `forward` on the
+# trainer runs one forward over the whole trajectory. The trainer below holds the weights the
+# sampler used — the policy notebook 05 rolled out with: its adapter loaded, or, for the base
+# model, a fresh LoRA adapter, which starts as an exact no-op — so it *is* the sampler's model. `measure_step` runs `forward` on the
 # Datums of the trajectories and lines up the trainer's log-prob of every sampled token with the
 # sampler's.
 
 # %%
 from helpers.data import load_examples
+from helpers.policies import load_policy
 from helpers.widgets import budgets
 from helpers.widgets.course import engine, recall, remember, run_rollout
 
 values = budgets()
-rollout = recall("rollout_05")
-if rollout is None:  # notebook 05 not run in this profile: roll out now, and keep it for the others
-    rollout = list(run_rollout(load_examples("train", limit=values["questions"]), values))
+rollout, rolled_by = recall("rollout_05"), recall("rollout_05_policy")
+policy = load_policy(rolled_by)  # the policy notebook 05 rolled out with (the default one if it has not run)
+if rollout is None or rolled_by is None:  # notebook 05 not run in this profile: roll out now, and keep it
+    rollout = list(run_rollout(load_examples("train", limit=values["questions"]), values, sampler=policy.sampler,
+                               tokenizer=policy.tokenizer))
     remember("rollout_05", rollout)
+    remember("rollout_05_policy", policy.name)
 current = engine()
-trainer = current.service.create_lora_training_client(base_model=current.model, rank=8, seed=0)
+print(f"{len(rollout)} trajectories of the {policy.label} policy, {sum(len(t.searches) for t in rollout)} searches")
+if policy.path is None:
+    trainer = current.service.create_lora_training_client(base_model=current.model, rank=8, seed=0)
+else:  # the policy's own adapter, as its sampler holds it
+    trainer = current.service.create_training_client_from_state(policy.path)
 same, engine_new, engine_old = mm.measure_step(trainer, rollout)
 pd.Series({k: v for k, v in same.as_dict().items() if k != "ratio_quantiles"})
 

@@ -12,7 +12,7 @@ import pytest
 from helpers import config
 from helpers.data import SearchExample
 from helpers.widgets.budgets import SLIDERS, budgets
-from helpers.widgets.changes import branch_summary, changes_html, compare_runs
+from helpers.widgets.changes import SUMMARY_FIELDS, branch_summary, changes_html, compare_runs
 from helpers.widgets.live import WatchedSampler, budget_questions, budget_run_fn, live_run_fn
 from helpers.widgets.playground import RolloutPlayground, Superseded
 
@@ -64,7 +64,8 @@ def test_change_summary_shows_per_branch_what_a_lower_search_budget_changed():
                         -0.1, 0.0, end_reason="search_budget"),
                  branch(1, [tool("first", 120), answer("Answer: Paris")], 0.0, 0.0))
     rows = compare_runs(before, after)
-    assert [row["status"] for row in rows] == ["changed", "changed"]
+    # τ1 did exactly the same; only its advantage moved, because τ0's reward fell
+    assert [row["status"] for row in rows] == ["changed", "advantage only"]
     assert set(rows[0]["changed"]) == {"searches", "observation_tokens", "end_reason", "answer", "reward", "advantage"}
     assert rows[0]["before"]["searches"] == 2 and rows[0]["after"]["searches"] == 1
     assert rows[1]["changed"] == ["advantage"]
@@ -72,6 +73,59 @@ def test_change_summary_shows_per_branch_what_a_lower_search_budget_changed():
     assert "max_search_calls 2 → 1" in html and "answer → search_budget" in html
     assert 'data-searches="1" data-searches-before="2"' in html
     assert "Lyon → <i>none</i>" in html
+    assert html.count('class="srt-changed"') == 6 and html.count('class="srt-moved"') == 1  # τ1's advantage only
+    assert 'data-status="advantage only"' in html and "another branch of the group changed" in html
+
+
+def test_a_question_switch_starts_a_new_baseline_instead_of_comparing_two_questions():
+    first = SearchExample("a", "Which prophets are in the Quran?", ["Moses"], "hotpotqa")
+    second = SearchExample("b", "Are Ian Brown and Dee Snider both actors?", ["no"], "hotpotqa")
+
+    def run(values):
+        question = values["question"]
+        return {"question": question.question, "answers": question.answers,
+                "leaves": [branch(0, [answer(f"Answer: {question.answers[0]}")], 1.0, 0.0)]}
+
+    playground = RolloutPlayground(run, values=budgets("fast"), questions=[first, second], background=False)
+    playground.pickers["question"].value = second.question
+    html = playground.changes.value
+    assert "another question" in html and "a new baseline" in html
+    assert "→" not in html.split("</p>", 1)[1]  # no cell compares Moses with no
+    assert 'data-status="first"' in html
+    playground.sliders["max_search_calls"].value = 0  # same question again: compared as before
+    assert "max_search_calls 1 → 0" in playground.changes.value and 'data-status="same"' in playground.changes.value
+
+
+def test_a_question_that_names_its_policy_picks_it():
+    from helpers.widgets.live import BudgetQuestion
+
+    seen = []
+
+    def run(values):
+        seen.append((values["policy"], values["question"].id))
+        return searches_run(values)
+
+    once = BudgetQuestion(SearchExample("a", "question a", ["x"], "hotpotqa"), "answered after one search", "sft_grpo")
+    twice = BudgetQuestion(SearchExample("b", "question b", ["y"], "hotpotqa"), "searched twice", "sft")
+    typed = BudgetQuestion(SearchExample("c", "question c", ["z"], "hotpotqa"), "cut", None)
+    options = [("SFT + GRPO", "sft_grpo"), ("SFT", "sft"), ("base model", "base")]
+    playground = RolloutPlayground(run, values=budgets("fast"), policies=options, policy="sft_grpo",
+                                   questions=[once, twice, typed], background=False)
+    playground.pickers["question"].value = "question b"
+    assert playground.pickers["policy"].value == "sft" and seen[-1] == ("sft", "b")
+    playground.pickers["question"].value = "question c"  # names no policy: the picked one stays
+    assert seen[-1] == ("sft", "c")
+    playground.pickers["question"].value = "question a"
+    assert seen[-1] == ("sft_grpo", "a")
+
+
+def test_the_change_table_can_leave_the_advantage_column_out():
+    rows = compare_runs(None, tree(branch(0, [answer("Answer: Lyon")], 1.0, 0.0)))
+    assert "<th>advantage</th>" in changes_html(rows)
+    without = changes_html(rows, fields=tuple(f for f in SUMMARY_FIELDS if f != "advantage"), row_prefix="q")
+    assert "<th>advantage</th>" not in without and "+0.00" not in without.replace("+1.00", "") and ">q0 " in without
+    with pytest.raises(ValueError, match="unknown change-table fields"):
+        changes_html(rows, fields=("searches", "mood"))
 
 
 def test_change_summary_marks_new_and_gone_branches_and_escapes_everything():
@@ -257,17 +311,35 @@ def test_budget_run_fn_states_and_enforces_b_on_every_question(monkeypatch):
     def fake_rollout(sampler, tokenizer, search, examples, config, progress):
         seen.update(budget=config.search_budget, calls=config.max_search_calls, group=config.group_size,
                     questions=len(examples))
-        return [SimpleNamespace(question_index=i, exact_match=i == 0, answer="a", group_index=0) for i in range(len(examples))]
+        return [SimpleNamespace(question_index=i, exact_match=i == 0, answer="a", group_index=0, example=example)
+                for i, example in enumerate(examples)]
 
     monkeypatch.setattr("helpers.rollout.rollout_batch", fake_rollout)
     monkeypatch.setattr("helpers.widgets.live.tree_data",
                         lambda group: {"leaves": [branch(0, [answer("Answer: a")], 1.0, 0.0)]})
     monkeypatch.setattr("helpers.widgets.live.search_client_for", lambda topk, backend="local": None)
-    run = budget_run_fn(["q one", "q two"], load=lambda name: SimpleNamespace(sampler=None, tokenizer=None))
+    questions = [SearchExample("1", "q one", ["gold one"], "hotpotqa"), SearchExample("2", "q two", ["gold two"], "nq")]
+    run = budget_run_fn(questions, load=lambda name: SimpleNamespace(sampler=None, tokenizer=None))
     data = run({**budgets("fast"), "policy": "sft_grpo", "budget": 2})
     assert seen == {"budget": 2, "calls": 2, "group": 1, "questions": 2}
     assert [leaf["index"] for leaf in data["leaves"]] == [0, 1] and data["accuracy"] == 0.5
     assert "budget b = 2: 1 answered right" in data["question"]
+    # each row is its own question with its own gold; rows are q0, q1 in the tree and the table alike;
+    # a question is a group of one, so no advantage is shown
+    assert [(leaf["question"], leaf["answers"]) for leaf in data["leaves"]] == [("q one", ["gold one"]),
+                                                                                ("q two", ["gold two"])]
+    from helpers.widgets.tree import normalise_tree, tree_html
+
+    shown = normalise_tree(data)
+    assert shown["row_prefix"] == "q" and shown["advantages"] is False
+    assert "no reference answer" not in shown["gold"] and shown["leaves"][1]["gold"] == "gold: gold two"
+    html = tree_html(data)
+    assert "<b>q0</b>" in html and "τ0" not in html and "gold: gold one" in html and " · A " not in html
+    playground = RolloutPlayground(run, values={**budgets("fast"), "budget": 1, "policy": "sft_grpo"},
+                                   sliders={"budget": (0, 5, 1)}, background=False)
+    assert ">q0 " in playground.changes.value and "τ" not in playground.changes.value
+    assert "<th>advantage</th>" not in playground.changes.value
+    assert "no reference answer" not in playground.tree.data["gold"]
 
 
 def _write_eval(folder, name, rows):
@@ -391,3 +463,105 @@ def test_in_the_fast_profile_a_tiny_observation_budget_cuts_a_search_of_the_tree
     forced = [row for row in summaries if row["source"] == "teacher-forced"]
     if forced:
         assert forced[0]["end_reason"] == "observation_budget" and "teacher-forced" in data["note"]
+
+
+def _measured(qid, policy, setting, calls, right):
+    return {"id": qid, "question": f"question {qid}", "answers": [f"gold {qid}"], "data_source": "hotpotqa",
+            "policy": policy, "setting": setting, "search_calls": calls, "queries": [f"q{n}" for n in range(calls)],
+            "exact_match": right, "answer": "", "end_reason": "answer"}
+
+
+def test_the_twice_prompts_are_the_measured_second_searches_and_run_the_policy_that_searches_again(tmp_path, monkeypatch):
+    from helpers.policies import SEARCHES_AGAIN
+
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    folder = tmp_path / "run" / "eval"
+    # in the recorded run "b" was searched twice; measured on a CPU, only "m" was
+    _write_eval(folder, "sft", [_row("a", 1), _row("b", 2), _row("d", 1)])
+    _write_eval(folder, "sft_grpo", [_row("a", 1, right=True), _row("b", 1), _row("d", 1, cut=1)])
+    measured = [_measured("m", SEARCHES_AGAIN, "playground", 2, True), _measured("n", SEARCHES_AGAIN, "playground", 1, True),
+                _measured("b", SEARCHES_AGAIN, "playground", 1, False)]
+    monkeypatch.setattr("helpers.widgets.live.recorded_or_learner", lambda name, model=None: name)
+    picked = budget_questions(run="run", measured=measured)
+    twice = [q for q in picked if "searched 2 times" in q.why]
+    assert [q.example.id for q in twice] == ["m"] and twice[0].policy == SEARCHES_AGAIN
+    assert "on a CPU" in twice[0].why and "'q0' → 'q1'" in twice[0].why
+    once = [q for q in picked if "after one search" in q.why]
+    assert once[0].policy == "sft_grpo" and "−0.1" in once[0].why and "from memory" not in once[0].why
+    # without a measurement the recorded run's second searches are offered
+    assert [q.example.id for q in budget_questions(run="run", measured=[]) if "searched 2" in q.why] == ["b"]
+    # a policy that cannot run here is not named: the picked one stays
+    monkeypatch.setattr("helpers.widgets.live.recorded_or_learner", lambda name, model=None: None)
+    assert all(q.policy is None for q in budget_questions(run="run", measured=measured))
+
+
+def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
+    from helpers.policies import SEARCHES_AGAIN, TRAINED_POLICY
+    from helpers.runs import read_jsonl
+    from helpers.widgets.live import sweep_questions
+
+    rows = []
+    for qid, again_1, again_3, trained_1 in [("flat", False, False, False), ("more", False, True, True),
+                                             ("first", True, True, True), ("more2", False, True, False)]:
+        rows += [_measured(qid, SEARCHES_AGAIN, "sweep b=1", 1, again_1), _measured(qid, SEARCHES_AGAIN, "sweep b=3", 2, again_3),
+                 _measured(qid, TRAINED_POLICY, "sweep b=1", 1, trained_1)]
+    picked = sweep_questions(4, rows)
+    assert [q.id for q in picked] == ["more", "first", "more2", "flat"]
+    assert picked[0].answers == ["gold more"] and [q.id for q in sweep_questions(2, rows)] == ["more", "first"]
+    # no sweep measured (only the playground's): the recorded evaluation's questions where SFT answered
+    # right after two searches and SFT + GRPO right after one
+    playground_only = [_measured("m", SEARCHES_AGAIN, "playground", 2, True)]
+    recorded = sweep_questions(4, playground_only)
+    sft = {r["id"]: r for r in read_jsonl(config.RESULTS_DIR / "h200_search" / "eval" / "sft.jsonl")}
+    grpo = {r["id"]: r for r in read_jsonl(config.RESULTS_DIR / "h200_search" / "eval" / "sft_grpo.jsonl")}
+    assert len(recorded) == 4 and recorded[0].question == "Are Ian Brown and Dee Snider both actors?"
+    for q in recorded:
+        assert sft[q.id]["search_calls"] == 2 and sft[q.id]["exact_match"] and grpo[q.id]["exact_match"]
+        assert grpo[q.id]["search_calls"] == 1 and q.answers == sft[q.id]["answers"]
+
+
+def test_the_recorded_measurement_has_a_second_search_of_the_policy_that_searches_again():
+    """The committed CPU measurement (results/cpu_measured) backs the playground's "twice" prompts."""
+    from helpers.policies import SEARCHES_AGAIN
+    from helpers.widgets.measured import measured_rows
+
+    rows = [r for r in measured_rows() if r["policy"] == SEARCHES_AGAIN and r["setting"] == "playground"]
+    assert rows, "record it: python -m helpers.widgets.measured record"
+    assert any(r["search_calls"] >= 2 for r in rows)
+    twice = [q for q in budget_questions() if "searched" in q.why and "times" in q.why]
+    assert twice and {q.example.id for q in twice} <= {r["id"] for r in rows if r["search_calls"] >= 2}
+
+
+@pytest.mark.slow
+def test_a_twice_prompt_makes_its_policy_search_again_on_a_cpu(monkeypatch):
+    """The playground's first "twice" prompt, run as the playground runs it (the full profile's
+    budgets, greedy, one branch), with the policy it names: a second search happens."""
+    import torch
+
+    from helpers.policies import unavailable_reason
+
+    monkeypatch.setenv("COURSE_PROFILE", "full")
+    twice = [q for q in budget_questions() if "searched" in q.why and "times" in q.why]
+    assert twice and twice[0].policy is not None, unavailable_reason("sft")
+    torch.set_num_threads(2)
+    run = live_run_fn(seed=1)
+    values = {**budgets("full"), "group_size": 1, "temperature": 0.0, "policy": twice[0].policy,
+              "question": twice[0].example}
+    data = run(values)
+    from helpers.widgets.changes import run_summary
+
+    searches = [row["searches"] for row in run_summary(data)]
+    assert max(searches) >= 2, (twice[0].example.question, searches)
+    lowered = run({**values, "max_search_calls": 1})  # the lesson: a budget of 1 refuses the second search
+    assert lowered["leaves"][0]["end_reason"] == "search_budget" and lowered["leaves"][0]["reward"] == pytest.approx(-0.1)
+
+
+def test_a_question_searched_twice_is_offered_as_a_twice_prompt_not_as_a_once_prompt(tmp_path, monkeypatch):
+    from helpers.policies import SEARCHES_AGAIN
+
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    folder = tmp_path / "run" / "eval"
+    _write_eval(folder, "sft", [_row("a", 2), _row("b", 1)])
+    _write_eval(folder, "sft_grpo", [_row("a", 1, right=True), _row("b", 1, right=True)])
+    picked = budget_questions(run="run", measured=[_measured("a", SEARCHES_AGAIN, "playground", 2, True)])
+    assert [(q.example.id, "searched 2 times" in q.why) for q in picked] == [("b", False), ("a", True)]

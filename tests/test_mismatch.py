@@ -182,3 +182,31 @@ def test_mismatch_checkers(capsys):
     assert mm.check_ratios(r) and not mm.check_ratios([1, 1, 1])
     assert mm.check_k3(mm.kl_k3(np.log(r))) and not mm.check_k3(0.5)
     assert mm.check_truncated(np.minimum(r, 1.1)) and not mm.check_truncated(r)
+
+
+@pytest.mark.slow
+def test_a_trainer_loaded_from_the_policys_adapter_scores_its_samples_as_the_sampler_did(monkeypatch):
+    """Notebook 13 measures the mismatch on notebook 05's rollout, which the trained policy sampled:
+    a trainer created from that policy's adapter is the sampler's model; a fresh one is not."""
+    import torch
+
+    from helpers.engine import connect
+    from helpers.policies import load_policy, unavailable_reason
+    from helpers.rollout import rollout_batch
+    from helpers.running_example import RUNNING_EXAMPLE
+    from helpers.widgets.budgets import budgets
+    from helpers.widgets.course import rollout_config, search_client
+
+    monkeypatch.setenv("COURSE_PROFILE", "full")
+    assert unavailable_reason("sft_grpo") is None, unavailable_reason("sft_grpo")
+    torch.set_num_threads(2)
+    policy = load_policy("sft_grpo")
+    config = rollout_config(budgets("full"), seed=0, group_size=1, max_search_calls=1, max_assistant_turns=2,
+                            max_assistant_tokens=48)
+    rollout = list(rollout_batch(policy.sampler, policy.tokenizer, search_client(), [RUNNING_EXAMPLE], config,
+                                 progress=False))
+    service = connect()
+    same, _, _ = mm.measure_step(service.create_training_client_from_state(policy.path), rollout)
+    fresh, _, _ = mm.measure_step(service.create_lora_training_client(base_model=policy.model, rank=8, seed=0), rollout)
+    assert same.tokens > 0 and same.max_abs_log_ratio < 1e-3, same
+    assert fresh.max_abs_log_ratio > 100 * max(same.max_abs_log_ratio, 1e-6), (same, fresh)

@@ -23,3 +23,17 @@ def test_each_row_reads_the_trajectory_as_it_is_now():
     assert len(trajectory_state(trajectory, "x")["last message"]) <= len("assistant: ") + 60
     table = state_table([first, second])
     assert list(table.index) == ["Trajectory(...)", "finish_search"] and table.loc["finish_search", "search calls"] == 1
+
+
+def test_counts_print_as_whole_numbers_and_a_missing_count_as_a_blank():
+    trajectory = Trajectory(example=SearchExample("q", "a question", ["x"], "demo"), group_index=0,
+                            messages=[{"role": "user", "content": "Question: a question"}])
+    before = trajectory_state(trajectory, "Trajectory(...)")
+    trajectory.next_prompt_tokens = list(range(417))
+    after = trajectory_state(trajectory, "make_request")
+    table = state_table([before, after])
+    shown = table.to_string()
+    assert "NaN" not in shown and "417.0" not in shown and "417" in shown
+    assert table.loc["Trajectory(...)", "next prompt tokens"] == ""
+    assert table.loc["make_request", "next prompt tokens"] == 417
+    assert "<NA>" not in table.to_html() and "NaN" not in table.to_html()

@@ -342,3 +342,43 @@ def test_hand_overs_between_notebooks_live_with_this_checkouts_runs(monkeypatch,
     # another checkout (its own runs folder) sharing the same cache sees none of it
     monkeypatch.setattr(config, "RUNS_DIR", tmp_path / "other-checkout" / "runs")
     assert course.recall("rollout_05") is None
+
+
+def test_a_policy_keeps_its_colour_whichever_policies_are_shown_with_it():
+    import matplotlib
+    from matplotlib.colors import to_hex
+
+    from helpers import efficiency as eff
+    from helpers.policies import POLICY_COLOURS, policy_colour
+
+    matplotlib.use("Agg")
+    points = [eff.BudgetPoint(p, b, 2, 0.1 * b, 1, b, 5, 50, 55, 0) for p in ("base", "sft", "sft_grpo") for b in range(3)]
+    widget = eff.budget_curve_widget(points)
+
+    def colours():
+        return {line.get_label(): to_hex(line.get_color()) for line in widget.drawn["axes"].get_lines()}
+
+    three = colours()
+    widget.controls["policies"].value = ("sft", "sft_grpo")
+    two = colours()
+    widget.controls["policies"].value = ("sft_grpo",)
+    one = colours()
+    assert three["sft_grpo"] == two["sft_grpo"] == one["sft_grpo"] == POLICY_COLOURS["sft_grpo"]
+    assert three["sft"] == two["sft"] and len(set(three.values())) == 3
+    # the static plot of notebook 12 and the recorded report use the same map
+    axes = eff.plot_tool_efficiency([p for p in points if p.policy != "base"])
+    assert {line.get_label(): to_hex(line.get_color()) for line in axes[0].get_lines()} == two
+    # any other name (a checkpoint, a reward's run) gets a colour of its own that does not move either
+    assert policy_colour("/runs/ckpt-7") == policy_colour("/runs/ckpt-7") not in POLICY_COLOURS.values()
+
+
+def test_an_invalid_turn_shows_the_parsers_reason_escaped():
+    from helpers.widgets.tree import tree_html
+
+    data = {"question": "q", "answers": ["a"], "leaves": [
+        {"index": 0, "reward": -0.1, "advantage": 0.0, "end_reason": "invalid",
+         "turns": [{"kind": "invalid", "text": "<tool_call>{", "tokens": 3, "error": "<b>unclosed</b> tool call"}]}]}
+    html = tree_html(data)
+    assert "invalid (&lt;b&gt;unclosed&lt;/b&gt; tool call)" in html and "<b>unclosed" not in html
+    assert "invalid: " in tree_html({**data, "leaves": [{**data["leaves"][0], "turns": [
+        {"kind": "invalid", "text": "x", "tokens": 1}]}]})  # no error: no empty brackets

@@ -117,6 +117,7 @@ def plot_tool_efficiency(points: Sequence[BudgetPoint], axes=None):
     from matplotlib.ticker import MaxNLocator
 
     from helpers.analyse import COLUMN_INCHES
+    from helpers.policies import policy_colour
 
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(COLUMN_INCHES, 3.2), layout="constrained")
@@ -124,9 +125,10 @@ def plot_tool_efficiency(points: Sequence[BudgetPoint], axes=None):
     for name in policies:
         mine = sorted((p for p in points if p.policy == name), key=lambda p: p.budget)
         xs = [p.budget for p in mine]
-        axes[0].plot(xs, [p.accuracy for p in mine], "o-", label=name)
-        axes[1].plot(xs, [p.search_calls_mean for p in mine], "o-", label=name)
-        axes[2].plot(xs, [p.tokens_per_question for p in mine], "o-", label=name)
+        colour = policy_colour(name)
+        axes[0].plot(xs, [p.accuracy for p in mine], "o-", label=name, color=colour)
+        axes[1].plot(xs, [p.search_calls_mean for p in mine], "o-", label=name, color=colour)
+        axes[2].plot(xs, [p.tokens_per_question for p in mine], "o-", label=name, color=colour)
     for ax, title in zip(axes, ("exact match vs budget", "search calls used", "tokens per question")):
         ax.set_xlabel("search budget b")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # budgets are whole searches

@@ -102,6 +102,8 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
+    from helpers.policies import policy_colour
+
     policies = list(dict.fromkeys(p.policy for p in points))
     pick = widgets.SelectMultiple(options=policies, value=tuple(policies), description="policies",
                                   rows=min(len(policies), 6) or 1)
@@ -111,14 +113,18 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
                                        ("valid format", "valid_format_rate")],
                               value="accuracy", description="y axis")
     out = widgets.Output()
+    drawn: dict[str, Any] = {}
 
     def redraw(_=None):
         out.clear_output(wait=True)
         with out:
             fig, ax = plt.subplots(figsize=(6, 3.6))
+            drawn["axes"] = ax
             for name in pick.value:
                 mine = sorted((p for p in points if p.policy == name), key=lambda p: p.budget)
-                ax.plot([p.budget for p in mine], [getattr(p, metric.value) for p in mine], "o-", label=name)
+                # a policy keeps its colour whichever others are picked beside it
+                ax.plot([p.budget for p in mine], [getattr(p, metric.value) for p in mine], "o-", label=name,
+                        color=policy_colour(name))
             ax.set_xlabel("search budget b")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # budgets are whole searches
             ax.set_ylabel(metric.label)
@@ -132,6 +138,7 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
     redraw()
     box = widgets.VBox([widgets.HBox([widgets.VBox([pick, hint]), metric]), out])
     box.controls = {"policies": pick, "metric": metric}
+    box.drawn = drawn  # the axes of the last drawing ("axes"), for tests
     return box
 
 

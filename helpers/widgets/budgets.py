@@ -74,7 +74,9 @@ SLIDER_STYLE = {"description_width": "210px"}
 
 
 def slider_layout(width: str = "520px") -> widgets.Layout:
-    return widgets.Layout(width=width)
+    """At most `width` wide, narrower where the output area is (JupyterLab with its sidebar open):
+    a fixed width wider than the area clips the readout and scrolls the row sideways."""
+    return widgets.Layout(width="100%", max_width=width)
 
 
 def budgets(name: str | None = None) -> dict[str, Any]:

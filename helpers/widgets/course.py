@@ -159,12 +159,13 @@ def forced_trajectory(example: Any, queries: Sequence[str], answer: str, *, samp
     return trajectory
 
 
-def search_trajectory(values: dict[str, Any] | None = None) -> tuple[Any, str]:
+def search_trajectory(values: dict[str, Any] | None = None, policy: Any = None) -> tuple[Any, str]:
     """A trajectory with at least one search turn, and where it came from.
 
-    Prefers a sampled one from notebook 05's rollout (recomputed when missing), on the running
-    example when it searched there; when the model never searched, falls back to a teacher-forced
-    trajectory of the running example's two hops.
+    Prefers a sampled one from notebook 05's rollout, which rolls out with the trained policy
+    (recomputed when missing: with `policy` — a `helpers.policies.Policy` — or else the base
+    model), on the running example when it searched there; when the policy never searched, falls
+    back to a teacher-forced trajectory of the running example's two hops.
     """
     values = values or budgets()
     kept = recall("search_trajectory")
@@ -172,8 +173,10 @@ def search_trajectory(values: dict[str, Any] | None = None) -> tuple[Any, str]:
         return kept
     sampled = recall("rollout_05")
     if sampled is None:
-        sampled = list(run_rollout(rollout_examples(values["questions"]), values))
+        sampler, tokenizer = (None, None) if policy is None else (policy.sampler, policy.tokenizer)
+        sampled = list(run_rollout(rollout_examples(values["questions"]), values, sampler=sampler, tokenizer=tokenizer))
         remember("rollout_05", sampled)
+        remember("rollout_05_policy", "base" if policy is None else policy.name)
     searched = [t for t in sampled if len(t.turns) >= 2 and t.searches]
     searched.sort(key=lambda t: t.example.id != RUNNING_EXAMPLE.id)  # the running example first
     if searched:

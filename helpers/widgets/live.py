@@ -11,22 +11,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import zip_longest
 from typing import Any, Callable, Sequence
 
-from helpers.data import SearchExample
-from helpers.policies import POLICY_LABELS, RECORDED_RUN, load_policy, run_dir
+from helpers.data import SearchExample, load_examples
+from helpers.policies import (POLICY_LABELS, RECORDED_RUN, SEARCHES_AGAIN, TRAINED_POLICY, load_policy,
+                              recorded_or_learner, run_dir)
 from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
 from helpers.runs import read_jsonl
 from helpers.widgets.adapters import tree_data
 from helpers.widgets.course import forced_trajectory, rollout_config, search_client
+from helpers.widgets.measured import SWEEP_BUDGETS, measured_rows
 
 
 @dataclass
 class BudgetQuestion:
-    """A recorded test question where a budget visibly matters, and what the recorded run did."""
+    """A test question where a budget visibly matters, what a policy did there, and the policy the
+    prompt runs (what `load_policy` takes; None: keep the one picked)."""
 
     example: SearchExample
     why: str
+    policy: str | None = None
 
 
 def _recorded_rows(run: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
@@ -36,50 +41,125 @@ def _recorded_rows(run: str | None = None) -> dict[str, dict[str, dict[str, Any]
             for name in ("sft", "sft_grpo")}
 
 
-def budget_questions(limit: int = 8, run: str | None = None) -> list[BudgetQuestion]:
-    """Questions from the recorded evaluation where moving a budget changes what the agent does.
+def _second_searches(run: str | None, measured: Sequence[dict[str, Any]] | None) -> list[tuple[dict[str, Any], str]]:
+    """(row, why) for the questions where the policy that searches again made a second search:
+    measured on a CPU with the playground's budgets when measured, else the recorded GPU run's."""
+    label = POLICY_LABELS.get(SEARCHES_AGAIN, SEARCHES_AGAIN)
+    measured = list(measured if measured is not None else measured_rows())
+    rows = [row for row in measured if row["policy"] == SEARCHES_AGAIN and row["setting"] == "playground"
+            and int(row["search_calls"]) >= 2]
+    where = "on a CPU, greedy, with these budgets,"
+    if not measured:
+        rows = [row for row in _recorded_rows(run)[SEARCHES_AGAIN].values()
+                if int(row.get("search_calls", 0)) >= 2 and row.get("data_source") == "hotpotqa"]
+        where = f"in the recorded run ({run or RECORDED_RUN})"
+    return [(row, f"{where} the {label} policy searched {row['search_calls']} times here ("
+                  + " → ".join(repr(str(q)) for q in row.get("queries") or []) + "): lower max_search_calls to 1 "
+                  "to refuse the second search (the branch then ends on that call, −0.1); SFT + GRPO almost never "
+                  "searches twice, so a budget above 1 changes nothing for it") for row in rows]
 
-    Taken in turn from three kinds, so the first few cover all of them: the SFT policy searched
-    twice (max_search_calls 2 → 1 refuses the second search), the evidence was cut to the
-    observation budget (max_tool_response_tokens), and the SFT + GRPO policy answered right after
-    one search (max_search_calls 1 → 0 leaves it to what the model knows); within a kind, the
-    shortest questions first. Empty when the run has no evaluation rows.
+
+def budget_questions(limit: int = 8, run: str | None = None,
+                     measured: Sequence[dict[str, Any]] | None = None) -> list[BudgetQuestion]:
+    """Questions where moving a budget changes what the agent does, and the policy each one runs.
+
+    Taken in turn from three kinds, so the first few cover all of them: the SFT + GRPO policy
+    answered right after one search in the recorded run (max_search_calls 1 → 0 refuses that
+    search: the branch ends on its call with −0.1, since the policy never learned to answer without
+    searching); the policy that searches again (`SEARCHES_AGAIN`) made a second search — measured
+    on a CPU with the playground's budgets (`helpers.widgets.measured`), else as recorded — and
+    max_search_calls 2 → 1 refuses it; the evidence was cut to the observation budget
+    (max_tool_response_tokens). Within a kind, the shortest questions first. Empty when the run
+    has no evaluation rows. A prompt names its policy only where that policy runs here.
     """
     by_policy = _recorded_rows(run)
     ids = list(dict.fromkeys([*by_policy["sft_grpo"], *by_policy["sft"]]))
-
-    def row_of(qid: str) -> dict[str, Any]:
-        return by_policy["sft_grpo"].get(qid) or by_policy["sft"][qid]
+    if not ids:
+        return []
+    rows: dict[str, dict[str, Any]] = {qid: by_policy["sft_grpo"].get(qid) or by_policy["sft"][qid] for qid in ids}
 
     def calls(name: str, qid: str) -> int:
         return int(by_policy[name].get(qid, {}).get("search_calls", 0))
 
-    twice = [(qid, f"in the recorded run the SFT policy searched {calls('sft', qid)} times "
-                   f"(SFT + GRPO: {calls('sft_grpo', qid)}): lower max_search_calls to refuse the second search")
-             for qid in ids if calls("sft", qid) >= 2 and row_of(qid).get("data_source") == "hotpotqa"]
+    twice = []
+    for row, why in _second_searches(run, measured):
+        rows.setdefault(str(row["id"]), row)
+        twice.append((str(row["id"]), why, recorded_or_learner(SEARCHES_AGAIN)))
     cut = [(qid, "in the recorded run the evidence was cut to the observation budget: lower "
-                 "max_tool_response_tokens to cut more")
+                 "max_tool_response_tokens to cut more", None)
            for qid in ids if any(int(by_policy[n].get(qid, {}).get("truncated_observations", 0)) for n in by_policy)]
-    once = [(qid, "the SFT + GRPO policy answered right after one search: with max_search_calls = 0 it "
-                  "must answer from memory")
-            for qid in ids if calls("sft_grpo", qid) == 1 and by_policy["sft_grpo"][qid].get("exact_match")]
-    picked: dict[str, str] = {}
+    once = [(qid, "the SFT + GRPO policy answered right after one search: with max_search_calls = 0 that search "
+                  "is refused, and the branch ends on its call (search_budget) with −0.1 — this policy never "
+                  "learned to answer without searching", recorded_or_learner(TRAINED_POLICY))
+            for qid in ids if calls("sft_grpo", qid) == 1 and by_policy["sft_grpo"][qid].get("exact_match")
+            and qid not in {item[0] for item in twice}]  # a question the SFT policy searches twice on teaches that
+    picked: dict[str, tuple[str, str | None]] = {}
     # Shortest questions first: their tool calls fit small turn budgets and their trees fit on screen.
-    queues = [sorted(kind, key=lambda item: len(row_of(item[0])["question"])) for kind in (once, twice, cut)]
+    queues = [sorted(kind, key=lambda item: len(rows[item[0]]["question"])) for kind in (once, twice, cut)]
     while len(picked) < limit and any(queues):
         for queue in queues:  # one of each kind per round, skipping questions already taken
             while queue and queue[0][0] in picked:
                 queue.pop(0)
             if queue and len(picked) < limit:
-                qid, why = queue.pop(0)
-                picked[qid] = why
+                qid, why, policy = queue.pop(0)
+                picked[qid] = (why, policy)
     out = []
-    for qid, why in picked.items():
-        row = row_of(qid)
+    for qid, (why, policy) in picked.items():
+        row = rows[qid]
         example = SearchExample(str(qid), str(row["question"]), [str(a) for a in row["answers"]],
                                 str(row.get("data_source", "unknown")))
-        out.append(BudgetQuestion(example, why))
+        out.append(BudgetQuestion(example, why, policy))
     return out
+
+
+def _by_setting(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault((row["policy"], row["setting"]), {})[str(row["id"])] = row
+    return out
+
+
+def sweep_questions(limit: int, rows: Sequence[dict[str, Any]] | None = None,
+                    run: str | None = None) -> list[SearchExample]:
+    """Test questions where notebook 12's own sweep can show the shape of the recorded curve.
+
+    Measured on a CPU (`helpers.widgets.measured`, "sweep b=…" rows): taken in turn from two kinds,
+    the policy that searches again was wrong at b = 1 and right at b = 3 (a larger budget helps a
+    policy that searches again), and the trained policy was right at b = 1 (b = 0 → 1 rises: at
+    b = 0 its call is refused); measured questions that show neither follow. Without such rows:
+    the recorded evaluation's HotpotQA questions where SFT answered right after two searches and
+    SFT + GRPO right after one, shortest first; without those, the first test questions.
+    """
+    rows = [row for row in (rows if rows is not None else measured_rows()) if row["setting"].startswith("sweep")]
+    if not rows:
+        return _recorded_sweep_questions(limit, run) or load_examples("test", limit=limit)
+    table = _by_setting(rows)
+    low, high = (f"sweep b={b}" for b in SWEEP_BUDGETS)  # b = 1 and b = 3
+
+    def right(policy: str, setting: str, qid: str) -> bool:
+        return bool(table.get((policy, setting), {}).get(qid, {}).get("exact_match"))
+
+    ids = list(dict.fromkeys(str(row["id"]) for row in rows))
+    more = [qid for qid in ids if not right(SEARCHES_AGAIN, low, qid) and right(SEARCHES_AGAIN, high, qid)]
+    first = [qid for qid in ids if right(TRAINED_POLICY, low, qid) and qid not in more]
+    picked: list[str] = []
+    for pair in zip_longest(more, first):  # one of each kind in turn
+        picked += [qid for qid in pair if qid is not None and qid not in picked]
+    picked += [qid for qid in ids if qid not in picked]
+    by_id = {str(row["id"]): row for row in rows}
+    return [SearchExample(qid, by_id[qid]["question"], list(by_id[qid]["answers"]), by_id[qid]["data_source"])
+            for qid in picked[:limit]]
+
+
+def _recorded_sweep_questions(limit: int, run: str | None = None) -> list[SearchExample]:
+    by_policy = _recorded_rows(run)
+    sft, trained = by_policy[SEARCHES_AGAIN], by_policy[TRAINED_POLICY]
+    ids = [qid for qid, row in sft.items() if row.get("data_source") == "hotpotqa" and row.get("exact_match")
+           and int(row.get("search_calls", 0)) >= 2 and trained.get(qid, {}).get("exact_match")
+           and int(trained[qid].get("search_calls", 0)) == 1]
+    ids.sort(key=lambda qid: len(sft[qid]["question"]))
+    return [SearchExample(qid, str(sft[qid]["question"]), [str(a) for a in sft[qid]["answers"]], "hotpotqa")
+            for qid in ids[:limit]]
 
 
 @lru_cache(maxsize=16)
@@ -233,13 +313,17 @@ def budget_run_fn(examples: Sequence[Any], *, seed: int = 0, temperature: float 
             leaf = tree_data([trajectory])["leaves"][0]
             leaf["index"] = trajectory.question_index
             leaf["answer"] = trajectory.answer or ""
+            # each row is its own question, scored against its own gold answer
+            leaf["question"], leaf["answers"] = trajectory.example.question, list(trajectory.example.answers)
             leaves.append(leaf)
         correct = sum(bool(t.exact_match) for t in batch)
+        # One trajectory per question is a group of one: its advantage is always 0, so none is shown.
         return {"question": f"{len(batch)} questions at budget b = {budget}: {correct} answered right",
-                "answers": [], "leaves": leaves, "accuracy": correct / max(1, len(batch)), "budget": budget}
+                "answers": [], "leaves": leaves, "row_prefix": "q", "advantages": False,
+                "accuracy": correct / max(1, len(batch)), "budget": budget}
 
     return run
 
 
 __all__ = ["BudgetQuestion", "RECORDED_RUN", "WatchedSampler", "add_forced_branch", "as_example", "budget_questions",
-           "budget_run_fn", "forced_path", "live_run_fn", "search_client_for"]
+           "budget_run_fn", "forced_path", "live_run_fn", "search_client_for", "sweep_questions"]

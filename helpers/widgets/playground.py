@@ -26,8 +26,11 @@ import ipywidgets as widgets
 
 from helpers.widgets._html import esc, shorten
 from helpers.widgets.budgets import budget_sliders, budgets
-from helpers.widgets.changes import changes_html, compare_runs, setting_changes
+from helpers.widgets.changes import SUMMARY_FIELDS, changes_html, compare_runs, setting_changes
 from helpers.widgets.tree import TrajectoryTree
+
+
+SLIDER_BASIS = "400px"  # a slider's width before the row is shared out: label, track and readout fit
 
 
 class Superseded(Exception):
@@ -73,8 +76,9 @@ class RolloutPlayground(widgets.VBox):
     """Sliders for every budget, optional policy and question pickers, the change table and the tree.
 
     policies: (label, value) pairs for the policy picker (value goes to values["policy"]).
-    questions: examples (anything with .question/.answers, or objects with .example and .why)
-        offered first in the question box; typing another question runs it with no reference.
+    questions: examples (anything with .question/.answers, or objects with .example, .why and
+        optionally .policy: picking it picks that policy too) offered first in the question box;
+        typing another question runs it with no reference.
     sliders: name -> (minimum, maximum, step) for settings that are not budgets (e.g. notebook 12's
         stated budget b), shown instead of the budget sliders.
     """
@@ -98,19 +102,22 @@ class RolloutPlayground(widgets.VBox):
             chosen = policy if policy in [value for _, value in options] else options[0][1]
             self.pickers["policy"] = widgets.Dropdown(options=options, value=chosen, description="policy",
                                                       style={"description_width": "70px"},
-                                                      layout=widgets.Layout(width="520px"))
+                                                      layout=widgets.Layout(width="100%", max_width="520px"))
             self.pickers["policy"].add_class("srt-picker-policy")
         self._suggested: dict[str, Any] = {}
         self._why: dict[str, str] = {}
+        self._policy_of: dict[str, Any] = {}  # a prompt that needs a certain policy names it (`.policy`)
         if questions:
             for item in questions:
                 example = getattr(item, "example", item)
                 self._suggested[_question_text(example)] = example
                 self._why[_question_text(example)] = str(getattr(item, "why", "") or "")
+                if getattr(item, "policy", None) is not None:
+                    self._policy_of[_question_text(example)] = item.policy
             box = widgets.Combobox(options=list(self._suggested), value=next(iter(self._suggested)),
                                    ensure_option=False, continuous_update=False, description="question",
                                    placeholder="pick a question or type your own, then press Enter",
-                                   style={"description_width": "70px"}, layout=widgets.Layout(width="820px"))
+                                   style={"description_width": "70px"}, layout=widgets.Layout(width="100%", max_width="820px"))
             box.add_class("srt-picker-question")
             self.pickers["question"] = box
         self.why = widgets.HTML("")
@@ -118,12 +125,18 @@ class RolloutPlayground(widgets.VBox):
         self.button = widgets.Button(description=run_label, button_style="primary")
         self.button.on_click(lambda _: self.request())
         if self.pickers:
-            rows.append(widgets.HBox(list(self.pickers.values())))
+            rows.append(widgets.Box(list(self.pickers.values()), layout=widgets.Layout(
+                display="flex", flex_flow="row wrap", width="100%")))
             rows.append(self.why)
-        names = list(self.sliders)
-        half = (len(names) + 1) // 2
-        rows.append(widgets.HBox([widgets.VBox([self.sliders[n] for n in names[:half]]),
-                                  widgets.VBox([self.sliders[n] for n in names[half:]])]))
+        # The sliders wrap: two to a row where the output area is wide, one where it is not (a
+        # notebook beside JupyterLab's file browser); none is ever wider than the area.
+        for slider in self.sliders.values():
+            slider.layout.flex = f"1 1 {SLIDER_BASIS}"
+            slider.layout.margin = "2px 24px 2px 0"  # a gap between the two of a row
+        self.slider_box = widgets.Box(list(self.sliders.values()), layout=widgets.Layout(
+            display="flex", flex_flow="row wrap", width="100%"))
+        self.slider_box.add_class("srt-playground-sliders")
+        rows.append(self.slider_box)
         self.status = widgets.HTML("")
         self.status.add_class("srt-playground-status")
         self.note = widgets.HTML("")  # what the run function says about its result (e.g. a teacher-forced branch)
@@ -139,6 +152,7 @@ class RolloutPlayground(widgets.VBox):
         self._wanted: dict[str, Any] | None = None
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._follow_question()
         for control in [*self.sliders.values(), *self.pickers.values()]:
             control.observe(self._changed, names="value")
         self._show_why()
@@ -165,6 +179,15 @@ class RolloutPlayground(widgets.VBox):
         if "question" in self.pickers:
             values["question"] = self.question()
         return values
+
+    def _follow_question(self) -> None:
+        """Pick the policy the chosen prompt names (e.g. the one that searches again), if offered."""
+        if "question" not in self.pickers or "policy" not in self.pickers:
+            return
+        wanted = self._policy_of.get(_question_text(self.question()))
+        picker = self.pickers["policy"]
+        if wanted is not None and wanted != picker.value and wanted in [value for _, value in picker.options]:
+            picker.value = wanted
 
     def _show_why(self) -> None:
         if "question" not in self.pickers:
@@ -195,6 +218,7 @@ class RolloutPlayground(widgets.VBox):
     def _changed(self, change: dict[str, Any]) -> None:
         if change.get("owner") is self.pickers.get("question"):
             self._show_why()
+            self._follow_question()  # its own change requests a run too; the latest settings win
         if self.background:
             self.request()
         else:
@@ -259,8 +283,15 @@ class RolloutPlayground(widgets.VBox):
         self.error = None
         self.runs += 1
         comparable = self._comparable(values)
-        moved = setting_changes(self.last_values, comparable)
-        self.changes.value = changes_html(compare_runs(self.last_data, data), moved, row_prefix=self.row_prefix)
+        # Branches are compared only on the same question: after a switch this run is the new baseline.
+        switched = (self.last_values is not None and "question" in comparable
+                    and self.last_values.get("question") != comparable["question"])
+        baseline = None if switched else self.last_data
+        moved = {} if switched else setting_changes(self.last_values, comparable)
+        fields = SUMMARY_FIELDS if data.get("advantages", True) else tuple(f for f in SUMMARY_FIELDS if f != "advantage")
+        prefix = str(data.get("row_prefix") or self.row_prefix)  # the tree and the table name rows alike
+        self.changes.value = changes_html(compare_runs(baseline, data), moved, row_prefix=prefix, fields=fields,
+                                          new_baseline="another question" if switched else "")
         self.tree.update(data)
         note = str(data.get("note") or "")
         self.note.value = f'<p data-testid="playground-note"><b>note:</b> {esc(note)}</p>' if note else ""

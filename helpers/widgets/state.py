@@ -22,8 +22,18 @@ def trajectory_state(trajectory: Any, after: str) -> dict[str, Any]:
     }
 
 
+# Counts are whole numbers; a count that does not exist yet (no prompt rendered) is a blank cell.
+COUNT_COLUMNS = ("next prompt tokens", "search calls")
+
+
 def state_table(rows: list[dict[str, Any]]):
     """The rows so far as a table (messages: S system, U user, A assistant, T tool)."""
     import pandas as pd
 
-    return pd.DataFrame(rows).set_index("after")
+    table = pd.DataFrame(rows).set_index("after")
+    for column in COUNT_COLUMNS:
+        if column in table:
+            # object dtype keeps ints as ints (a float column would print 417.0 and NaN)
+            table[column] = [("" if value is None or pd.isna(value) else int(value)) for value in table[column]]
+            table[column] = table[column].astype(object)
+    return table

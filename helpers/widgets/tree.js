@@ -34,22 +34,26 @@ function turnChip(turn, number, validFormat) {
     chip.appendChild(node("span", "srt-obs" + (turn.cut ? " srt-cut" : ""), turn.cut ? `${size} ✂ cut` : size));
   } else if (turn.kind === "invalid") {
     chip.appendChild(node("span", "srt-icon", "⚠"));
+    // the parser's reason first: why this turn is neither a call nor an answer
+    if (turn.error) chip.appendChild(node("span", "srt-invalid-reason", shorten(turn.error, 48) + ":"));
     chip.appendChild(node("span", null, shorten(turn.text, 40) || "(empty)"));
   } else {
     chip.appendChild(node("span", "srt-icon", "✎"));
     chip.appendChild(node("span", null, shorten(turn.text, 40) || "(empty)"));
   }
   chip.title = `turn ${number}: ${turn.kind} (${turn.tokens} tokens)` +
+    (turn.kind === "invalid" && turn.error ? ` · ${turn.error}` : "") +
     (turn.kind === "answer" && !validFormat ? " · format invalid: no reward" : "");
   return chip;
 }
 
-function details(leaf, hasGold) {
+function details(leaf, hasGold, prefix, advantages) {
   const box = node("div", "srt-details");
   box.dataset.testid = "tree-details";
+  if (leaf.question) box.appendChild(node("div", "srt-details-question", `${leaf.question} · ${leaf.gold}`));
   box.appendChild(node("div", "srt-details-title",
-    `τ${leaf.index}${leaf.source === "teacher-forced" ? " (teacher-forced: given turns, not sampled)" : ""}: ` +
-    `reward ${signed(leaf.reward)}, advantage ${signed(leaf.advantage)}, ` +
+    `${prefix}${leaf.index}${leaf.source === "teacher-forced" ? " (teacher-forced: given turns, not sampled)" : ""}: ` +
+    `reward ${signed(leaf.reward)}, ` + (advantages ? `advantage ${signed(leaf.advantage)}, ` : "") +
     `format ${leaf.valid_format ? "valid" : "invalid"}` +
     (hasGold ? `, exact match ${leaf.exact_match ? "yes" : "no"}` : "") +
     (leaf.end_reason ? `, ended by ${leaf.end_reason}` : "")));
@@ -87,7 +91,9 @@ function render({ model, el }) {
     head.appendChild(node("span", "srt-root-label", "question"));
     head.appendChild(node("span", "srt-question", data.question));
     const answers = data.answers || [];
-    head.appendChild(node("span", "srt-gold", answers.length ? "gold: " + answers.join(" | ") : "no reference answer"));
+    head.appendChild(node("span", "srt-gold", data.gold || (answers.length ? "gold: " + answers.join(" | ") : "no reference answer")));
+    const prefix = data.row_prefix || "τ";
+    const advantages = data.advantages !== false;
     root.appendChild(head);
 
     const branches = node("div", "srt-branches");
@@ -98,7 +104,12 @@ function render({ model, el }) {
       row.dataset.index = String(leaf.index);
       row.dataset.source = leaf.source || "sampled";
       row.style.borderLeftColor = colour(leaf.advantage);
-      row.appendChild(node("span", "srt-leaf-name", `τ${leaf.index}`));
+      row.appendChild(node("span", "srt-leaf-name", `${prefix}${leaf.index}`));
+      if (leaf.question) {
+        const own = node("span", "srt-leaf-question", shorten(leaf.question, 48));
+        own.title = `${leaf.question} · ${leaf.gold}`;
+        row.appendChild(own);
+      }
       if (forced) {
         const badge = node("span", "srt-forced-badge", "teacher-forced");
         badge.title = "its turns are given, not sampled; they run through the same state machine and budgets";
@@ -110,7 +121,7 @@ function render({ model, el }) {
         turns.appendChild(turnChip(turn, position + 1, leaf.valid_format));
       });
       row.appendChild(turns);
-      const score = node("span", "srt-score", `r ${signed(leaf.reward)} · A ${signed(leaf.advantage)}`);
+      const score = node("span", "srt-score", `r ${signed(leaf.reward)}` + (advantages ? ` · A ${signed(leaf.advantage)}` : ""));
       score.style.background = colour(leaf.advantage);
       row.appendChild(score);
       row.addEventListener("click", () => {
@@ -123,7 +134,7 @@ function render({ model, el }) {
     root.appendChild(branches);
 
     const chosen = (data.leaves || []).find((leaf) => leaf.index === selected);
-    if (chosen) root.appendChild(details(chosen, answers.length > 0));
+    if (chosen) root.appendChild(details(chosen, answers.length > 0 || (chosen.answers || []).length > 0, prefix, advantages));
   }
 
   draw();

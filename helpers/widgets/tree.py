@@ -3,13 +3,18 @@
 Data shape (plain dicts, see `helpers.widgets.adapters.tree_data`):
 
     {"question": str, "answers": [str, ...],
+     "row_prefix": "τ",      (optional; "q" where each row is a question of its own)
+     "advantages": True,     (optional; False where each row is its own group of one: no advantage)
      "leaves": [{"index": int, "reward": float, "advantage": float,
                  "exact_match": bool, "valid_format": bool,
                  "source": "sampled" | "teacher-forced",  (optional; given turns are labelled)
+                 "question": str, "answers": [str, ...],  (optional; a row's own question and gold)
                  "turns": [{"kind": "tool" | "answer" | "invalid", "text": str,
                             "query": str | None, "tokens": int,
                             "observation": str | None, "observation_tokens": int | None,
-                            "cut": bool}, ...]}, ...]}
+                            "cut": bool, "error": str | None}, ...]}, ...]}
+
+An invalid turn carries the parser's error (why it is not a call or an answer); the views show it.
 """
 
 from __future__ import annotations
@@ -65,14 +70,31 @@ def normalise_tree(data: dict[str, Any]) -> dict[str, Any]:
                 "exact_match": bool(leaf.get("exact_match", False)),
                 "valid_format": bool(leaf.get("valid_format", False)),
                 "end_reason": str(leaf.get("end_reason") or ""),
+                "question": str(leaf.get("question") or ""),
+                "answers": [str(answer) for answer in leaf.get("answers") or []],
                 "turns": turns,
             }
         )
+    for leaf in leaves:
+        leaf["gold"] = _gold_text(leaf["answers"]) if leaf["question"] else ""
+    answers = [str(answer) for answer in data.get("answers") or []]
     return {
         "question": str(data.get("question") or ""),
-        "answers": [str(answer) for answer in data.get("answers") or []],
+        "answers": answers,
+        "gold": _gold_text(answers, leaves),  # the line the views show under the question
+        "row_prefix": str(data.get("row_prefix") or "τ"),
+        "advantages": bool(data.get("advantages", True)),
         "leaves": leaves,
     }
+
+
+def _gold_text(answers: list[str], leaves: list[dict[str, Any]] | None = None) -> str:
+    """The root's (or a row's) reference answers; rows with their own questions carry their own."""
+    if answers:
+        return "gold: " + " | ".join(answers)
+    if leaves and all(leaf["question"] for leaf in leaves):
+        return "each row is its own question, with its own gold answer"
+    return "no reference answer"
 
 
 def turn_label(turn: dict[str, Any]) -> str:
@@ -82,7 +104,8 @@ def turn_label(turn: dict[str, Any]) -> str:
         size_text = "no observation" if size is None else f"observation {size} tok"
         return f"search: {turn.get('query') or ''} → {size_text}{' (cut)' if turn.get('cut') else ''}"
     if turn["kind"] == "invalid":
-        return f"invalid: {shorten(turn['text'], 60)}"
+        why = f" ({turn['error']})" if turn.get("error") else ""
+        return f"invalid{why}: {shorten(turn['text'], 60)}"
     return f"answer: {shorten(turn['text'], 60)}"
 
 
@@ -97,10 +120,13 @@ def tree_html(data: dict[str, Any], selected: int | None = None) -> str:
         )
         forced = leaf["source"] == "teacher-forced"
         badge = ' <span class="srt-forced-badge">teacher-forced</span>' if forced else ""
+        own = (f' <span class="srt-leaf-question">{esc(shorten(leaf["question"], 60))}</span>' if leaf["question"] else "")
+        own += f' <i class="srt-leaf-gold">{esc(leaf["gold"])}</i>' if leaf["gold"] else ""
+        score = f'reward {leaf["reward"]:+.2f}' + (f' · A {fmt(leaf["advantage"])}' if tree["advantages"] else "")
         rows.append(
             f'<div class="srt-leaf{" srt-forced" if forced else ""}" data-index="{leaf["index"]}" '
             f'data-source="{esc(leaf["source"])}" style="border-left:4px solid {advantage_colour(leaf["advantage"])}">'
-            f'<b>τ{leaf["index"]}</b>{badge} {chips} <span class="srt-score">reward {leaf["reward"]:+.2f} · A {fmt(leaf["advantage"])}</span></div>'
+            f'<b>{esc(tree["row_prefix"])}{leaf["index"]}</b>{badge}{own} {chips} <span class="srt-score">{score}</span></div>'
         )
     details = ""
     if selected is not None:
@@ -114,7 +140,7 @@ def tree_html(data: dict[str, Any], selected: int | None = None) -> str:
                     parts.append(f"<h6>observation{' (cut)' if turn['cut'] else ''}</h6><pre>{esc(turn['observation'])}</pre>")
             ended = f"<p>ended by: {esc(leaf['end_reason'])}</p>" if leaf["end_reason"] else ""
             details = f'<div class="srt-details">{ended}{"".join(parts)}</div>'
-    gold = f'gold: {", ".join(tree["answers"])}' if tree["answers"] else "no reference answer"
+    gold = tree["gold"]
     return (
         f'<div class="srt-tree"><div class="srt-root"><b>question</b> {esc(tree["question"])}'
         f' <i>{esc(gold)}</i></div>{"".join(rows)}{details}</div>'

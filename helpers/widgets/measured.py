@@ -1,0 +1,156 @@
+"""What the recorded policies do on a CPU, measured once, so that the live widgets offer questions
+where their lesson shows on a laptop.
+
+A budget on searches only teaches something where the policy makes the searches it refuses. The
+recorded GPU evaluation says which questions those were on a GPU, at its budgets; a learner's CPU
+runs another numeric path and the playground's smaller budgets, so the candidates are run on a CPU
+and what each policy did is kept in `measured_path()` (rows of `measure`, under `results/`):
+
+    python -m helpers.widgets.measured record          # about an hour per setting on 2 shared cores
+    python -m helpers.widgets.measured show
+
+The settings (`plan`):
+
+- "playground": the playground's budgets (the full profile's), one greedy trajectory per question:
+  where the policy that searches again (`SEARCHES_AGAIN`) makes a second search, the question is
+  one of the playground's "twice" prompts (`helpers.widgets.live.budget_questions`);
+- "sweep b=<b>": notebook 12's budget-forced protocol (`helpers.efficiency.budget_config`, its
+  temperature and turn length) at b = 1 and 3: `helpers.widgets.live.sweep_questions` picks the
+  questions where the learner's own sweep shows the shape of the recorded curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from helpers import config
+from helpers.data import SearchExample, load_examples
+from helpers.policies import SEARCHES_AGAIN, TRAINED_POLICY, load_policy
+from helpers.runs import append_jsonl, read_jsonl
+from helpers.widgets.budgets import budgets
+
+
+def measured_path() -> Path:
+    """Where the measured rows are kept (under the results folder, so a learner's machine only reads them)."""
+    return config.RESULTS_DIR / "cpu_measured" / "rows.jsonl"
+
+
+# Test questions of the recorded evaluation (HotpotQA): the SFT policy searched twice and answered
+# right there, or the SFT + GRPO policy answered right after one search; shortest first.
+CANDIDATES = (
+    "5ae3fd2c5542995dadf2428f",  # Are Ian Brown and Dee Snider both actors?
+    "5a7ec95b55429934daa2fc67",  # Were Gregory La Cava and Mike Judge both actors?
+    "5add11935542994734353827",  # Were the bands Skin Yard and Ostava from the U.S.?
+    "5a8aee2c55429970aeb70338",  # Are both George Duran and Ara Babajian famous chefs?
+    "5adf72d35542992d7e9f9369",  # Are William Kronick and Jon Turteltaub both television writers ?
+    "5ab56e32554299637185c594",  # Are Random House Tower and 888 7th Avenue both used for real estate?
+    "5a8a7d2b55429930ff3c0dfc",  # Are the flowering plants Ecballium and Elatostema in the same family?
+    "5adbf84555429947ff17387c",  # Are both Adolfo Bioy Casares and James Norman Hall Argentinian authors?
+    "5a80b0565542996402f6a5f0",  # Which band was formed first, Lit or Adorable?
+    "5a7642f7554299109176e6e8",  # who is younger Ulrich Walter or  Luca Parmitano?
+    "5a7a1b165542996c55b2dd10",  # Who was born first, Connie Willis or Margaret Landon?
+    "5a7e5ec25542991319bc947a",  # Which tennis player is younger, John Newcombe or Květa Peschke?
+)
+SWEEP_BUDGETS = (1, 3)  # b = 0 needs no measurement: a policy that calls ends on its call (−0.1)
+SWEEP_TEMPERATURE = 0.6  # as in notebook 12 and Perplexity's post
+
+
+def playground_config(values: dict[str, Any] | None = None) -> Any:
+    """The playground's budgets, one greedy trajectory (what the "twice" prompts are measured with)."""
+    from helpers.widgets.course import rollout_config
+
+    return rollout_config(values or budgets("full"), seed=1, group_size=1, temperature=0.0)
+
+
+def sweep_config(budget: int, values: dict[str, Any] | None = None) -> Any:
+    """Notebook 12's sweep at budget b: its turn length and temperature, the budget stated and enforced."""
+    from helpers.efficiency import budget_config
+    from helpers.widgets.course import rollout_config
+
+    values = values or budgets("full")
+    return budget_config(budget, rollout_config(values, temperature=SWEEP_TEMPERATURE,
+                                                max_assistant_tokens=values["sweep_assistant_tokens"]))
+
+
+def row_of(trajectory: Any, policy: str, setting: str, seconds: float) -> dict[str, Any]:
+    example = trajectory.example
+    return {"id": example.id, "question": example.question, "answers": list(example.answers),
+            "data_source": example.data_source, "policy": policy, "setting": setting,
+            "search_calls": trajectory.search_calls, "queries": [s.query for s in trajectory.searches],
+            "answer": trajectory.answer or "", "exact_match": bool(trajectory.exact_match),
+            "reward": float(trajectory.reward), "end_reason": trajectory.end_reason,
+            "model": config.default_model(), "device": str(config.device()), "seconds": round(seconds, 1)}
+
+
+def measure(policy: str, examples: Sequence[SearchExample], rollout: Any, setting: str) -> list[dict[str, Any]]:
+    """One rollout of every example with `policy` under `rollout`, as rows."""
+    from helpers.rollout import rollout_batch
+    from helpers.widgets.course import search_client
+
+    loaded = load_policy(policy)
+    search = search_client("local")
+    wanted = budgets("full")["search_topk"]
+    if search.topk != wanted:
+        raise ValueError(f"the local search client returns {search.topk} passages a search, the playground {wanted}")
+    started = time.perf_counter()
+    batch = rollout_batch(loaded.sampler, loaded.tokenizer, search, list(examples), rollout, progress=True)
+    seconds = time.perf_counter() - started
+    return [row_of(t, policy, setting, seconds) for t in batch]
+
+
+def candidates(ids: Sequence[str] = CANDIDATES) -> list[SearchExample]:
+    by_id = {example.id: example for example in load_examples("test")}
+    missing = [qid for qid in ids if qid not in by_id]
+    if missing:
+        raise ValueError(f"{len(missing)} candidate ids are not in the test split (e.g. {missing[0]!r})")
+    return [by_id[qid] for qid in ids]
+
+
+def plan() -> list[tuple[str, str, Any]]:
+    """(policy, setting, rollout config) of every measurement, in the order they run."""
+    steps = [(SEARCHES_AGAIN, "playground", playground_config())]
+    steps += [(policy, f"sweep b={b}", sweep_config(b)) for b in SWEEP_BUDGETS for policy in (SEARCHES_AGAIN, TRAINED_POLICY)]
+    return steps
+
+
+def record(path: Path | None = None, ids: Sequence[str] = CANDIDATES, settings: Sequence[str] | None = None) -> None:
+    """Measure the candidates `ids` in `settings` (all by default); each finished setting is
+    appended at once, and a (policy, setting) already measured is not measured again."""
+    path = path or measured_path()
+    examples = candidates(ids)
+    done = {(row["policy"], row["setting"]) for row in read_jsonl(path)} if path.is_file() else set()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for policy, setting, rollout in plan():
+        if (policy, setting) in done or (settings is not None and setting not in settings):
+            continue
+        rows = measure(policy, examples, rollout, setting)
+        for row in rows:
+            append_jsonl(path, row)
+        print(f"{policy} {setting}: {sum(r['exact_match'] for r in rows)}/{len(rows)} right, "
+              f"searches {[r['search_calls'] for r in rows]}, {rows[0]['seconds']} s", flush=True)
+
+
+def measured_rows(path: Path | None = None) -> list[dict[str, Any]]:
+    path = path or measured_path()
+    return read_jsonl(path) if path.is_file() else []
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m helpers.widgets.measured", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["record", "show"])
+    parser.add_argument("--ids", nargs="*", default=None, help="question ids (default: CANDIDATES)")
+    parser.add_argument("--settings", nargs="*", default=None, help='e.g. playground "sweep b=1" (default: all)')
+    args = parser.parse_args(argv)
+    if args.command == "record":
+        record(ids=args.ids or CANDIDATES, settings=args.settings)
+    for row in measured_rows():
+        print(f"{row['policy']:9} {row['setting']:11} {row['search_calls']} {row['exact_match']!s:5} "
+              f"{row['end_reason']:14} {row['answer'][:30]!r:32} {row['question'][:60]}")
+
+
+if __name__ == "__main__":
+    main()
+
