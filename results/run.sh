@@ -2,11 +2,13 @@
 # The whole experiment in one command: about 20 minutes on one H200.
 #
 #   bash results/run.sh                       # preset h200: results/h200 + results/efficiency
+#   PRESET=h200_agent bash results/run.sh     # the search agent's recipe: GRPO in stages (habit, answers, trim)
 #   PRESET=cpu-dry bash results/run.sh /tmp/r/h200 /tmp/w   # the same plumbing, tiny, on a CPU
 #
 # 1. SFT warm start (scripted teacher, train questions 1-800).
 # 2. Then four tracks side by side on the one GPU (decoding is launch-bound, so they overlap well):
-#    A  GRPO with the exact-match reward on train questions 801+ -> eval sft_grpo -> budget sweep
+#    A  GRPO on train questions 801+ (a staged preset: each stage from the previous one's adapter, for
+#       its own minutes) -> eval sft_grpo (the last stage) -> budget sweep
 #    B  eval sft (and any base evaluation not yet in OUT/eval) -> budget sweeps of base and sft
 #    C  efficiency comparison, plain exact-match reward   (helpers.efficiency compare)
 #    D  efficiency comparison, gated reward with penalties
@@ -19,7 +21,9 @@ PRESET=${PRESET:-h200}
 OUT=${1:-results/$PRESET}
 WORK=${2:-runs/$PRESET}
 EFF=${EFF_OUT:-$(dirname "$OUT")/efficiency}
-GRPO_MIN=${GRPO_MIN:-9}          # GRPO wall-clock minutes (it checkpoints and stops cleanly)
+# GRPO wall-clock minutes (it checkpoints and stops cleanly); a staged preset sets each stage's own
+STAGED=$("$PY" -c "from helpers.experiment import make_plan; print(int(bool(make_plan('$PRESET', 'x').stages)))" 2>/dev/null | tail -1)
+if [ "$STAGED" = 1 ]; then GRPO_MIN=${GRPO_MIN:-}; else GRPO_MIN=${GRPO_MIN:-9}; fi
 EFF_MIN=${EFF_MIN:-7}            # each efficiency run
 EFF_Q=${EFF_Q:-8}                # questions per step in the efficiency runs
 EFF_STEPS=${EFF_STEPS:-1000}
@@ -59,7 +63,7 @@ budget() {  # budget <out json> NAME=PATH ...
 }
 
 (
-  "${RUN[@]}" --stage grpo --max-minutes "$GRPO_MIN"
+  "${RUN[@]}" --stage grpo ${GRPO_MIN:+--max-minutes "$GRPO_MIN"}
   "${RUN[@]}" --stage eval --only sft_grpo
   POLICY=$("$PY" -c "from helpers.experiment import make_plan, grpo_policy_path; print(grpo_policy_path(make_plan('$PRESET', '$OUT', '$WORK')))" | tail -1)
   budget "$EFF/budget_sft_grpo.json" "sft_grpo=$POLICY"
