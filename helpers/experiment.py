@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -40,7 +40,8 @@ from helpers.data import load_examples
 from helpers.engine.local import resolve_path
 from helpers.engine.training import file_sha256
 from helpers.eval import EvalConfig, evaluate
-from helpers.runs import RunDir, field_type, parse_value, updated
+from helpers.presets import PRESETS
+from helpers.runs import RunDir, override, updated
 from helpers.search.local import LocalSearchClient
 from helpers.sft import SFTConfig, run_sft, sft_examples
 from helpers.tracking import TRACKERS, open_tracker
@@ -48,54 +49,6 @@ from helpers.train import TrainConfig, train
 
 STAGES = ("sft", "grpo", "eval", "report")
 ADAPTER_LIMIT_BYTES = 20 * 1024 * 1024
-
-# Budgets shared by GRPO and every evaluation, so the comparison is like for like.
-_H200_BUDGETS = dict(max_search_calls=3, max_assistant_turns=4, max_assistant_tokens=256,
-                     max_tool_response_tokens=768, max_trajectory_tokens=4096)
-_CPU_BUDGETS = dict(max_search_calls=1, max_assistant_turns=2, max_assistant_tokens=24,
-                    max_tool_response_tokens=400, max_trajectory_tokens=2048)
-
-# The scripted teacher of the recorded run (results/h200_search): HotpotQA bridge searches also after a
-# hit, answered from the first evidence, and first queries rewritten as keywords where they retrieve more
-# gold (benchmarks/sft_teacher.py measures what each lever demonstrates)
-SEARCH_TEACHER = dict(decompose=1.0, rewrite_first_query="gain")
-
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    # One H200, bf16: ~2 min SFT, GRPO sized by --max-minutes (about 20-40 steps), eval on 600 test questions.
-    "h200": {
-        "common": {"model": "qwen2.5-0.5b", "lora_rank": 16},
-        # results/h200_search's recipe (run A); results/h200_balanced had no SEARCH_TEACHER, results/h200 also
-        # second_query="top_title", repeat 1, GRPO lr 1e-4, no balance
-        "sft": dict(limit=800, epochs=2, batch_size=16, learning_rate=2e-4, micro_batch_datums=16,
-                    micro_batch_tokens=32768, max_tool_response_tokens=768, second_query="reachable",
-                    repeat_two_search=4, **SEARCH_TEACHER),
-        # skip=800: GRPO's questions are the train questions SFT did not script; half of each batch HotpotQA
-        "grpo": dict(max_steps=200, questions_per_batch=16, learning_rate=5e-5, save_every=5, skip=800,
-                     balance_sources=True, micro_batch_datums=32, micro_batch_tokens=65536,
-                     rollout=dict(group_size=8, temperature=1.0, search_concurrency=16, **_H200_BUDGETS)),
-        "eval": dict(split="test", limit=None, batch_size=600,
-                     rollout=dict(temperature=0.0, search_concurrency=16, **_H200_BUDGETS)),
-        "run": dict(grpo_minutes=10.0),
-    },
-    # Same script on CPU with the 135M model and tiny budgets: proves the plumbing, not the learning.
-    "cpu-dry": {
-        "common": {"model": "smollm2-135m", "lora_rank": 8},
-        "sft": dict(limit=2, epochs=1, batch_size=2, learning_rate=2e-4, micro_batch_datums=2,
-                    micro_batch_tokens=8192, max_tool_response_tokens=400),
-        "grpo": dict(max_steps=1, questions_per_batch=1, learning_rate=1e-4, save_every=1, skip=2,
-                     micro_batch_datums=2, micro_batch_tokens=8192,
-                     rollout=dict(group_size=2, search_concurrency=2, **_CPU_BUDGETS)),
-        "eval": dict(split="test", limit=2, batch_size=2, rollout=dict(temperature=0.0, search_concurrency=2, **_CPU_BUDGETS)),
-        "run": dict(grpo_minutes=10.0),
-    },
-}
-
-# h200 with the levers that keep a second search (results/h200_search, run C): GRPO on exact match plus a
-# small reward for retrieving gold passages (helpers.evidence), dynamic sampling, and a quarter of each
-# batch from the synthetic multi-hop split, whose questions need a second search
-PRESETS["h200_search"] = {**PRESETS["h200"], "grpo": {
-    **PRESETS["h200"]["grpo"], "reward": "evidence", "dynamic_sampling": True, "dynamic_sampling_rounds": 3,
-    "synthetic_share": 0.25}}
 
 EVALS = (  # label, mode, which checkpoint
     ("base_closed_book", "closed_book", None),
@@ -114,34 +67,6 @@ class Plan:
     grpo: TrainConfig
     eval: EvalConfig
     grpo_minutes: float
-
-
-def _override(target, name: str, text: str):
-    """`target` with the (dotted, for a nested config) field `name` set from its text."""
-    head, _, rest = name.partition(".")
-    if rest:
-        inner = getattr(target, head, None)
-        if not dataclasses.is_dataclass(inner):
-            raise SystemExit(f"--set: {type(target).__name__} has no nested config {head!r}")
-        return dataclasses.replace(target, **{head: _override(inner, rest, text)})
-    return dataclasses.replace(target, **{name: _coerce(type(target), name, text)})
-
-
-def _coerce(cls, name: str, text: str):
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    if name not in fields:
-        raise SystemExit(f"--set: {cls.__name__} has no field {name!r}; fields: {sorted(fields)}")
-    if text.lower() in {"none", "null"}:
-        return None
-    kind = field_type(fields[name])
-    if kind is bool:
-        return text.lower() in {"1", "true", "yes", "on"}
-    if kind is dict:
-        value = parse_value(text)
-        if not isinstance(value, dict):
-            raise SystemExit(f"--set: {cls.__name__}.{name} takes a JSON object, got {text!r}")
-        return value
-    return kind(text)
 
 
 def _shared_questions(sft: SFTConfig, grpo: TrainConfig) -> int:
@@ -179,7 +104,10 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
         if section not in configs or not name:
             raise SystemExit(f"--set takes sft.<field>=v, grpo.<field>=v or eval.<field>=v "
                              f"(grpo.rollout.<field>=v for a budget), got {item!r}")
-        configs[section] = _override(configs[section], name, value)
+        try:
+            configs[section] = override(configs[section], name, value)
+        except ValueError as error:
+            raise SystemExit(f"--set: {error}") from None
     sft, grpo, evaluation = configs["sft"], configs["grpo"], configs["eval"]
     if grpo.lora_rank != sft.lora_rank or grpo.model != sft.model:
         raise SystemExit("GRPO starts from the SFT checkpoint: model and lora_rank must match")

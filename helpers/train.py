@@ -35,7 +35,8 @@ from helpers.data import load_examples
 from helpers.multihop.build import SPLIT as SYNTHETIC_SPLIT
 from helpers.multihop.mix import batch_with_share, cycle
 from helpers.engine import connect
-from helpers.reward import RewardFn, assign_advantages, make_reward, score
+from helpers.reward import RewardFn, assign_advantages, score
+from helpers.reward_functions import make_reward
 from helpers.rollout import Group, RolloutConfig, groups_of, rollout_groups, stitch
 from helpers.runs import (RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint,
                           result, resume_checkpoint, updated)
@@ -285,7 +286,7 @@ class TrainConfig:
     # group size, budgets and sampling of every rollout (its seed is set per step from `seed`)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     search_backend: str = "local"
-    # the reward function, by its registered name (helpers.reward.reward_names()), and its options
+    # the reward function, by its registered name (helpers.reward_functions.reward_names()), and its options
     reward: str = "exact_match"
     reward_options: dict = field(default_factory=dict)
     # keep only groups with signal, rolling out more questions until the step has its quota

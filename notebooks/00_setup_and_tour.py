@@ -138,7 +138,7 @@ for token, logprob in list(zip(sequence.tokens, sequence.logprobs))[:10]:
 #    `None` and run the cell.
 
 # %%
-from helpers.widgets.exercises import check_token_count
+from helpers.checkers.exercises import check_token_count
 
 my_count = None  # your answer
 check_token_count(tokenizer, "Answer: France", my_count)

@@ -152,7 +152,7 @@ display(widgets.VBox([budget, fits]))
 # %%
 import urllib.parse
 
-from helpers.widgets.exercises import WIKIPEDIA_QUERY, check_observation_size, check_wikipedia_url
+from helpers.checkers.exercises import WIKIPEDIA_QUERY, check_observation_size, check_wikipedia_url
 
 my_url = None  # "https://en.wikipedia.org/w/api.php?..."
 check_wikipedia_url(my_url)

@@ -52,13 +52,13 @@ config
 #
 # The policy is the trained agent of the recorded GPU run (SFT then GRPO) when its adapter runs on
 # this profile's model, so a search happens; otherwise the policy notebook 09 trained, or the base
-# model (`helpers.policies.default_policy` decides).
+# model (`helpers.course.policies.default_policy` decides).
 
 # %%
 import pytrio as trio
 from IPython.display import display
 
-from helpers.policies import load_policy
+from helpers.course.policies import load_policy
 from helpers.protocol import build_messages, call_text, parse_assistant, stop_sequences, template_family
 from helpers.reward import score_answer
 from helpers.rollout import Trajectory, consume_assistant, finish_search, make_request, read_sequence
@@ -261,7 +261,7 @@ show(nested["root"])
 # the latest settings run.
 
 # %%
-from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
+from helpers.course.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_questions, live_run_fn
 
@@ -308,7 +308,7 @@ TrajectoryTree(untrusted, selected=0)
 #    trajectory. How many trajectories per step, and at most how many search calls?
 
 # %%
-from helpers.widgets.exercises import check_rollout_counts
+from helpers.checkers.exercises import check_rollout_counts
 
 my_trajectories, my_searches = None, None
 check_rollout_counts(8, 8, 4, my_trajectories, my_searches)

@@ -192,7 +192,7 @@ strip
 #    does `build_next_prompt` append before the observation?
 
 # %%
-from helpers.widgets.exercises import check_glued, check_overlap
+from helpers.checkers.exercises import check_glued, check_overlap
 
 completion = [1234, closing[0]]
 my_overlap = None

@@ -189,7 +189,7 @@ print(report.summary())
 # 3. Eight trajectories in micro-batches of 5 and 3: the weights?
 
 # %%
-from helpers.widgets.exercises import check_degenerate, check_group_advantages, check_micro_batch_weights
+from helpers.checkers.exercises import check_degenerate, check_group_advantages, check_micro_batch_weights
 
 groups = [[1, 1, 1, 1], [0, 0, 0, 0], [-0.1, -0.1, -0.1, -0.1], [1, 0, 0, 0], [-0.1, 0, -0.1, 0]]
 my_advantages, my_degenerate, my_weights = None, None, None

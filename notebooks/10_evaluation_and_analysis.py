@@ -308,7 +308,7 @@ except ImportError:
 # did.
 
 # %%
-from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
+from helpers.course.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.running_example import RUNNING_EXAMPLE
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_questions, live_run_fn
@@ -332,7 +332,7 @@ ask
 #    strict EM (as a fraction) did searching again cost? (EM when it stopped minus EM when it searched again.)
 
 # %%
-from helpers.widgets.exercises import EVAL_STATEMENTS, check_em_from_rows, check_eval_fixed
+from helpers.checkers.exercises import EVAL_STATEMENTS, check_em_from_rows, check_eval_fixed
 
 for letter, statement in EVAL_STATEMENTS.items():
     print(letter, statement)
@@ -340,12 +340,12 @@ my_letters = None  # e.g. "ab"
 my_em = None
 check_eval_fixed(my_letters)
 check_em_from_rows(checkpoint_rows, my_em)
-from helpers.widgets.exercises import check_searched_again_when_missed
+from helpers.checkers.exercises import check_searched_again_when_missed
 
 my_run = next(iter(hits), None)  # a label from hits
 my_share = None
 check_searched_again_when_missed(hits.get(my_run, []), my_share)
-from helpers.widgets.exercises import check_second_search_cost
+from helpers.checkers.exercises import check_second_search_cost
 
 my_cost = None
 check_second_search_cost(hits.get(payoff_run, []), my_cost)

@@ -105,7 +105,7 @@ def test_policy_picker_defaults_to_the_trained_policy_and_feeds_the_run():
 
 
 def test_a_policy_that_cannot_load_is_reported_in_the_widget_not_raised():
-    from helpers.policies import PolicyNotAvailable
+    from helpers.course.policies import PolicyNotAvailable
 
     def run(values):
         if values["policy"] == "sft":

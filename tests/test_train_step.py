@@ -11,7 +11,8 @@ import pytest
 
 import helpers.train as train_module
 from helpers.data import SearchExample
-from helpers.reward import GroupRewards, make_reward, register_reward, reward_names, score
+from helpers.reward import GroupRewards, register_reward, score
+from helpers.reward_functions import make_reward, reward_names
 from helpers.rollout import AssistantTurn, RolloutGroups, RolloutStats, Trajectory, groups_of
 from helpers.runs import RunDir, add_config_arguments, config_from_args
 from helpers.train import TrainConfig, TrainingSession, extra_questions, train, train_step

@@ -19,7 +19,7 @@ from helpers.widgets import (
     tree_data,
     tree_html,
 )
-from helpers.widgets import exercises
+from helpers.checkers import exercises
 from helpers.widgets.bars import packing_stats
 from helpers.widgets.budgets import budgets
 from helpers.widgets.tokens import strip_summary, token_strip_html

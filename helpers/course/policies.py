@@ -1,7 +1,7 @@
 """The policies a learner can run: the base model, the recorded run's SFT and SFT + GRPO adapters,
 or a checkpoint of their own (notebook 09's).
 
-    from helpers.policies import load_policy
+    from helpers.course.policies import load_policy
     policy = load_policy("sft_grpo")          # or "base", "sft", or a checkpoint path
     policy.sampler.sample(...)                # a SamplingClient; policy.tokenizer is its tokenizer
 
@@ -21,6 +21,7 @@ from typing import Any
 from pytrio import PyTrioError
 
 from helpers import config
+from helpers.course.state import engine, recall
 
 # The recorded GPU run whose adapters the live widgets use (results/<run>/adapter, .../sft_adapter).
 RECORDED_RUN = "h200_search"
@@ -93,8 +94,6 @@ def unavailable_reason(name: str, model: str | None = None, run: str | None = No
 
 def _learner_paths() -> dict[str, str]:
     """Notebook 09's checkpoints in this profile by recorded-policy name ("sft", "sft_grpo")."""
-    from helpers.widgets.course import recall
-
     trained = recall("training_09") or {}
     found = {"sft_grpo": (trained.get("summary") or {}).get("sampler_path"), "sft": trained.get("sft")}
     # a checkpoint deleted since (or a runs/ folder moved) is no choice at all
@@ -163,8 +162,6 @@ def load_policy(policy: str | None = None, *, model: str | None = None, service:
                 raise PolicyNotAvailable(f"{path} was trained on {meta.get('base_model')!r}, but this profile's model "
                                          f"is {model!r}; set COURSE_MODEL to match or pick another policy")
     if service is None:
-        from helpers.widgets.course import engine
-
         service = engine(model).service
     try:
         sampler = service.create_sampling_client(base_model=model, model_path=path)

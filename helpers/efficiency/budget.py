@@ -13,9 +13,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from helpers.presets import SWEEP_BUDGETS as BUDGETS
 from helpers.rollout import RolloutConfig, rollout_batch
-
-BUDGETS = tuple(range(11))  # b = 0 (no search: parametric knowledge only) ... 10 (generous)
 
 
 @dataclass

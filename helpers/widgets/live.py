@@ -2,7 +2,7 @@
 and 10) and the live budget slider (notebook 12), and the questions where a budget matters.
 
 A run function takes the widget's values — every budget, "policy" (what
-`helpers.policies.load_policy` takes), "question" (an example) and "search_topk" (passages per
+`helpers.course.policies.load_policy` takes), "question" (an example) and "search_topk" (passages per
 search) — and returns TrajectoryTree data. It reports progress and stops at the next sampling
 request once the learner has moved a slider again (see `RunControl`).
 """
@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 from helpers.data import SearchExample
-from helpers.policies import POLICY_LABELS, RECORDED_RUN, load_policy, run_dir
+from helpers.course.policies import POLICY_LABELS, RECORDED_RUN, load_policy, run_dir
 from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
 from helpers.runs import read_jsonl
 from helpers.widgets.adapters import tree_data
