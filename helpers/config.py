@@ -25,6 +25,14 @@ RUNS_DIR = Path(os.environ.get("COURSE_RUNS", PROJECT_ROOT / "runs"))
 
 MODELS = ("qwen2.5-0.5b", "smollm2-135m")
 
+SETUP_COMMAND = "`make setup` (or `python -m helpers setup`)"
+
+
+class SetupRequired(FileNotFoundError):
+    """Something the set-up provides (data, the search index) is missing. A run stops with this
+    before its first rollout: a missing index is the machine's fault, not the policy's, and must
+    not reach the model as an observation."""
+
 
 def shared_dir() -> Path:
     return Path(os.environ.get("COURSE_SHARED", PROJECT_ROOT.parent / "shared"))

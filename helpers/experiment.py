@@ -42,7 +42,7 @@ from helpers.engine.training import file_sha256
 from helpers.eval import EvalConfig, evaluate
 from helpers.presets import PRESETS
 from helpers.runs import RunDir, override, updated
-from helpers.search.local import LocalSearchClient
+from helpers.search.local import LocalSearchClient, require_index
 from helpers.sft import SFTConfig, run_sft, sft_examples
 from helpers.tracking import TRACKERS, open_tracker
 from helpers.train import TrainConfig, train
@@ -116,6 +116,17 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
         print(f"warning: {shared} GRPO questions are SFT questions too (grpo.skip={grpo.skip}); "
               "set grpo.skip >= sft.limit (counted within grpo.data_source, if set) to keep them apart", flush=True)
     return Plan(out_path, work_path, sft, grpo, evaluation, grpo_minutes)
+
+
+def check_setup(plan: Plan, stages: Sequence[str]) -> None:
+    """Stop before the first stage that searches when the set-up has not built the local index
+    (every search would fail, and the run would read as a policy that never finds anything)."""
+    backends = {"sft": plan.sft.search_backend, "grpo": plan.grpo.search_backend, "eval": plan.eval.search_backend}
+    if any(backends[stage] == "local" for stage in stages if stage in backends):
+        try:
+            require_index()
+        except course_config.SetupRequired as error:
+            raise SystemExit(f"error: {error}") from None
 
 
 # --------------------------------------------------------------------------- stages
@@ -366,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or f"results/{args.preset}"
     plan = make_plan(args.preset, out, args.work, args.overrides, tracker=args.tracker)
+    check_setup(plan, STAGES if args.stage == "all" else (args.stage,))
     plan.out.mkdir(parents=True, exist_ok=True)
     with (plan.out / "commands.txt").open("a") as handle:
         handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  python -m helpers.experiment {' '.join(argv)}\n")
