@@ -597,7 +597,7 @@ def call_marker_warning(probability: float | None, demonstrations_seen: int, ste
         return head + (f"{demonstrations_seen} demonstration(s) in {steps} optimiser step(s) are too few to teach "
                        "the call: expected in the fast profile, which only checks that the code runs. Train on more "
                        "questions (sft_questions, sft_epochs) to see the warm start work.")
-    return head + ("Check how the tokenizer splits the marker (notebook 06, Trap 4) before training further.")
+    return head + ("Check how the tokenizer splits the marker (`helpers.models.settle_marker_tokens`) before training further.")
 
 
 def main(argv: Sequence[str] | None = None) -> SFTResult:
