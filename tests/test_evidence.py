@@ -25,7 +25,7 @@ from helpers.models import load_tokenizer
 from helpers.reward import contains_answer
 from helpers.rollout import RolloutConfig, rollout_batch
 from helpers.search import local
-from test_rollout_doubles import ScriptedSamplingClient, call
+from fixtures.doubles import ScriptedSamplingClient, call
 
 FIXTURES = Path(__file__).parent / "fixtures" / "search"
 QUESTION = "In which year was the Nobel Prize in Physics first awarded to the discoverer of X-rays?"
