@@ -13,7 +13,8 @@ with the same data order, each evaluation is skipped once its JSONL exists, the 
 rebuilt from files. Heavy state (checkpoints with optimiser state) lives in `--work`
 (default runs/<out name>, git-ignored); `--out` receives only what is worth committing:
 metrics and eval JSONL, markdown tables, PNG plots, the final LoRA adapter (bf16 safetensors),
-the configs and every command that ran. `--set grpo.learning_rate=1e-4` overrides one field.
+the configs and every command that ran. The presets are `helpers.presets.PRESETS`;
+`--set grpo.learning_rate=1e-4` overrides one field (`helpers.runs.override`).
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from helpers import config as course_config
+from helpers import presets
 from helpers.data import load_examples
 from helpers.efficiency.report import write_report
 from helpers.efficiency.rewards import WEIGHTS, EfficiencyConfig
 from helpers.efficiency.training import COMPARISON
 from helpers.engine import connect
-from helpers import presets
 from helpers.rollout import RolloutConfig
 from helpers.runs import add_config_arguments, config_from_args, updated, write_json
 from helpers.search import create_search_client
