@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
-from helpers.data import SearchExample
 from helpers.course.policies import POLICY_LABELS, RECORDED_RUN, load_policy, run_dir
+from helpers.course.state import search_client
+from helpers.data import SearchExample
 from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
 from helpers.runs import read_jsonl
 from helpers.widgets.adapters import tree_data
-from helpers.widgets.course import forced_trajectory, rollout_config, search_client
+from helpers.widgets.course import forced_trajectory, rollout_config
 
 
 @dataclass
