@@ -41,7 +41,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from helpers.policies import load_policy
+    from helpers.course.policies import load_policy
     from helpers.widgets.budgets import budgets
     from helpers.widgets.changes import run_summary
     from helpers.widgets.live import budget_questions, live_run_fn, search_client_for

@@ -115,7 +115,7 @@ def bench_grpo(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from helpers.learnable import SFT_START
+    from helpers.course.learnable import SFT_START
     from helpers.train import TrainConfig, open_session, step_questions, train_step
     from helpers.widgets.budgets import budgets
     from helpers.widgets.course import rollout_config

@@ -24,6 +24,21 @@ from helpers.runs import read_jsonl
 from helpers.search import format_results
 
 ALL = "all"
+
+# One colour per policy in every plot, whichever policies a figure shows.
+POLICY_COLOURS = {"base": "#7f7f7f", "sft": "#1f77b4", "sft_grpo": "#d62728"}
+# Any other name (a checkpoint, a reward's run) draws from these, by a hash of its name.
+OTHER_COLOURS = ("#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+
+
+def policy_colour(name: str) -> str:
+    """The colour of policy `name`: fixed for the recorded policies, stable for any other name."""
+    import zlib
+
+    if name in POLICY_COLOURS:
+        return POLICY_COLOURS[name]
+    return OTHER_COLOURS[zlib.crc32(str(name).encode("utf-8")) % len(OTHER_COLOURS)]
+
 COLUMN_INCHES = 9.0  # a JupyterLab notebook column shows about 970 px: wider figures shrink (100 dpi)
 
 COLUMNS = [

@@ -2,8 +2,8 @@
 
 Everything a learner might want to move lives behind an environment variable:
 - COURSE_PROFILE  'full' (default), 'fast' (small model, small budgets; used by the tests) or
-                  'gpu' (the full profile's notebooks, and notebooks 09-10 run the GPU recipe:
-                  helpers.recipe)
+                  'gpu' (the full profile's budgets; the course's training run is the GPU
+                  recipe, helpers.course.recipe, and its evaluation evaluates that run)
 - COURSE_SHARED   the offline data pack (default: ../shared beside the checkout)
 - COURSE_CACHE    where models and indexes are cached (default: ~/.cache/search-r1-course)
 - COURSE_RUNS     this checkout's own runs: notebook checkpoints, tracker files and what one
@@ -26,6 +26,14 @@ RESULTS_DIR = PROJECT_ROOT / "results"
 RUNS_DIR = Path(os.environ.get("COURSE_RUNS", PROJECT_ROOT / "runs"))
 
 MODELS = ("qwen2.5-0.5b", "smollm2-135m")
+
+SETUP_COMMAND = "`make setup` (or `python -m helpers setup`)"
+
+
+class SetupRequired(FileNotFoundError):
+    """Something the set-up provides (data, the search index) is missing. A run stops with this
+    before its first rollout: a missing index is the machine's fault, not the policy's, and must
+    not reach the model as an observation."""
 
 
 def shared_dir() -> Path:
@@ -53,7 +61,7 @@ def is_fast() -> bool:
 
 
 def is_gpu() -> bool:
-    """The gpu profile: notebook 09 trains with the real recipe and notebook 10 evaluates it."""
+    """The gpu profile: the course's training run is the real recipe, and its evaluation evaluates it."""
     return profile() == "gpu"
 
 

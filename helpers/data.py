@@ -98,8 +98,8 @@ class Loaded:
     dropped: int = 0
 
 
-class DataNotPrepared(FileNotFoundError):
-    pass
+class DataNotPrepared(config.SetupRequired):
+    """A split that the set-up prepares is missing."""
 
 
 # ---------------------------------------------------------------- normalisation
@@ -382,7 +382,7 @@ def _split_path(split: str, data_dir: str | Path | None) -> Path:
         raise ValueError(f"split must be one of {known}, got {split!r}")
     path = Path(data_dir or config.DATA_DIR) / f"{split}.jsonl"
     if not path.exists():
-        raise DataNotPrepared(f"{path} not found: run `make setup` (or `python -m helpers setup`) first.")
+        raise DataNotPrepared(f"{path} not found: run {config.SETUP_COMMAND} first.")
     return path
 
 

@@ -13,7 +13,8 @@ with the same data order, each evaluation is skipped once its JSONL exists, the 
 rebuilt from files. Heavy state (checkpoints with optimiser state) lives in `--work`
 (default runs/<out name>, git-ignored); `--out` receives only what is worth committing:
 metrics and eval JSONL, markdown tables, PNG plots, the final LoRA adapter (bf16 safetensors),
-the configs and every command that ran. `--set grpo.learning_rate=1e-4` overrides one field.
+the configs and every command that ran. The presets are `helpers.presets.PRESETS`;
+`--set grpo.learning_rate=1e-4` overrides one field (`helpers.runs.override`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -40,80 +41,15 @@ from helpers.data import load_examples
 from helpers.engine.local import resolve_path
 from helpers.engine.training import file_sha256
 from helpers.eval import EvalConfig, evaluate
-from helpers.runs import RunDir, field_type, parse_value, updated
-from helpers.search.local import LocalSearchClient
+from helpers.presets import PRESETS
+from helpers.runs import RunDir, override, updated
+from helpers.search.local import LocalSearchClient, require_index
 from helpers.sft import SFTConfig, run_sft, sft_examples
 from helpers.tracking import TRACKERS, open_tracker
 from helpers.train import TrainConfig, train
 
 STAGES = ("sft", "grpo", "eval", "report")
 ADAPTER_LIMIT_BYTES = 20 * 1024 * 1024
-
-# Budgets shared by GRPO and every evaluation, so the comparison is like for like.
-_H200_BUDGETS = dict(max_search_calls=3, max_assistant_turns=4, max_assistant_tokens=256,
-                     max_tool_response_tokens=768, max_trajectory_tokens=4096)
-_CPU_BUDGETS = dict(max_search_calls=1, max_assistant_turns=2, max_assistant_tokens=24,
-                    max_tool_response_tokens=400, max_trajectory_tokens=2048)
-
-# The scripted teacher of the recorded run (results/h200_search): HotpotQA bridge searches also after a
-# hit, answered from the first evidence, and first queries rewritten as keywords where they retrieve more
-# gold (benchmarks/sft_teacher.py measures what each lever demonstrates)
-SEARCH_TEACHER = dict(decompose=1.0, rewrite_first_query="gain")
-
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    # One H200, bf16: ~2 min SFT, GRPO sized by --max-minutes (about 20-40 steps), eval on 600 test questions.
-    "h200": {
-        "common": {"model": "qwen2.5-0.5b", "lora_rank": 16},
-        # results/h200_search's recipe (run A); results/h200_balanced had no SEARCH_TEACHER, results/h200 also
-        # second_query="top_title", repeat 1, GRPO lr 1e-4, no balance
-        "sft": dict(limit=800, epochs=2, batch_size=16, learning_rate=2e-4, micro_batch_datums=16,
-                    micro_batch_tokens=32768, max_tool_response_tokens=768, second_query="reachable",
-                    repeat_two_search=4, **SEARCH_TEACHER),
-        # skip=800: GRPO's questions are the train questions SFT did not script; half of each batch HotpotQA
-        "grpo": dict(max_steps=200, questions_per_batch=16, learning_rate=5e-5, save_every=5, skip=800,
-                     balance_sources=True, micro_batch_datums=32, micro_batch_tokens=65536,
-                     rollout=dict(group_size=8, temperature=1.0, search_concurrency=16, **_H200_BUDGETS)),
-        "eval": dict(split="test", limit=None, batch_size=600,
-                     rollout=dict(temperature=0.0, search_concurrency=16, **_H200_BUDGETS)),
-        "run": dict(grpo_minutes=10.0),
-    },
-    # Same script on CPU with the 135M model and tiny budgets: proves the plumbing, not the learning.
-    "cpu-dry": {
-        "common": {"model": "smollm2-135m", "lora_rank": 8},
-        "sft": dict(limit=2, epochs=1, batch_size=2, learning_rate=2e-4, micro_batch_datums=2,
-                    micro_batch_tokens=8192, max_tool_response_tokens=400),
-        "grpo": dict(max_steps=1, questions_per_batch=1, learning_rate=1e-4, save_every=1, skip=2,
-                     micro_batch_datums=2, micro_batch_tokens=8192,
-                     rollout=dict(group_size=2, search_concurrency=2, **_CPU_BUDGETS)),
-        "eval": dict(split="test", limit=2, batch_size=2, rollout=dict(temperature=0.0, search_concurrency=2, **_CPU_BUDGETS)),
-        "run": dict(grpo_minutes=10.0),
-    },
-}
-
-# h200 with the levers that keep a second search (results/h200_search, run C): GRPO on exact match plus a
-# small reward for retrieving gold passages (helpers.evidence), dynamic sampling, and a quarter of each
-# batch from the synthetic multi-hop split, whose questions need a second search
-PRESETS["h200_search"] = {**PRESETS["h200"], "grpo": {
-    **PRESETS["h200"]["grpo"], "reward": "evidence", "dynamic_sampling": True, "dynamic_sampling_rounds": 3,
-    "synthetic_share": 0.25}}
-
-# The search agent's recipe: GRPO in stages, each starting from the previous stage's adapter.
-# 1 "habit": a reward for gold passages retrieved (helpers.evidence) with half of each batch from the
-#   synthetic multi-hop split keeps and grows the second search the SFT teacher demonstrated (exact match
-#   alone from SFT removes it within ~30 updates);
-# 2 "answers": exact match on the same mix turns the habit into right answers once it is there;
-# 3 "trim": the gated reward's group-anchored tool-call penalty (Perplexity's post) removes the searches
-#   that do not pay (after stage 2 the policy also searches twice on most single-hop questions).
-AGENT_STAGES: dict[str, dict[str, Any]] = {
-    "habit": dict(reward="evidence", reward_options={"gain": 0.3}, synthetic_share=0.5, dynamic_sampling=True,
-                  dynamic_sampling_rounds=3),
-    "answers": dict(reward="exact_match", synthetic_share=0.5, dynamic_sampling=True, dynamic_sampling_rounds=3),
-    "trim": dict(reward="gated", reward_options={"lambda_tool": 0.2, "lambda_len": 0.0}, synthetic_share=0.5),
-}
-PRESETS["h200_agent"] = {**PRESETS["h200"], "stages": AGENT_STAGES,
-                         "run": dict(grpo_minutes=9.0, stage_minutes={"habit": 9.0, "answers": 12.0, "trim": 6.0})}
-PRESETS["cpu-dry-agent"] = {**PRESETS["cpu-dry"], "stages": AGENT_STAGES,
-                            "run": dict(grpo_minutes=10.0, stage_minutes={})}
 
 EVALS = (  # label, mode, which checkpoint
     ("base_closed_book", "closed_book", None),
@@ -134,34 +70,6 @@ class Plan:
     grpo_minutes: float
     stages: dict[str, TrainConfig] = dataclasses.field(default_factory=dict)  # the recipe's GRPO stages, in order
     stage_minutes: dict[str, float] = dataclasses.field(default_factory=dict)
-
-
-def _override(target, name: str, text: str):
-    """`target` with the (dotted, for a nested config) field `name` set from its text."""
-    head, _, rest = name.partition(".")
-    if rest:
-        inner = getattr(target, head, None)
-        if not dataclasses.is_dataclass(inner):
-            raise SystemExit(f"--set: {type(target).__name__} has no nested config {head!r}")
-        return dataclasses.replace(target, **{head: _override(inner, rest, text)})
-    return dataclasses.replace(target, **{name: _coerce(type(target), name, text)})
-
-
-def _coerce(cls, name: str, text: str):
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    if name not in fields:
-        raise SystemExit(f"--set: {cls.__name__} has no field {name!r}; fields: {sorted(fields)}")
-    if text.lower() in {"none", "null"}:
-        return None
-    kind = field_type(fields[name])
-    if kind is bool:
-        return text.lower() in {"1", "true", "yes", "on"}
-    if kind is dict:
-        value = parse_value(text)
-        if not isinstance(value, dict):
-            raise SystemExit(f"--set: {cls.__name__}.{name} takes a JSON object, got {text!r}")
-        return value
-    return kind(text)
 
 
 def _shared_questions(sft: SFTConfig, grpo: TrainConfig) -> int:
@@ -201,7 +109,10 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
         if section not in configs or not name:
             raise SystemExit(f"--set takes sft.<field>=v, grpo.<field>=v or eval.<field>=v "
                              f"(grpo.rollout.<field>=v for a budget), got {item!r}")
-        configs[section] = _override(configs[section], name, value)
+        try:
+            configs[section] = override(configs[section], name, value)
+        except ValueError as error:
+            raise SystemExit(f"--set: {error}") from None
     sft, grpo, evaluation = configs["sft"], configs["grpo"], configs["eval"]
     if grpo.lora_rank != sft.lora_rank or grpo.model != sft.model:
         raise SystemExit("GRPO starts from the SFT checkpoint: model and lora_rank must match")
@@ -215,9 +126,23 @@ def make_plan(preset: str, out: str, work: str | None = None, overrides: Sequenc
         key, _, value = item.partition("=")
         section, _, name = key.partition(".")
         if section in stages and name:
-            stages[section] = _override(stages[section], name, value)
+            try:
+                stages[section] = override(stages[section], name, value)
+            except ValueError as error:
+                raise SystemExit(f"--set: {error}") from None
     return Plan(out_path, work_path, sft, grpo, evaluation, grpo_minutes, stages,
                 dict(spec["run"].get("stage_minutes", {})))
+
+
+def check_setup(plan: Plan, stages: Sequence[str]) -> None:
+    """Stop before the first stage that searches when the set-up has not built the local index
+    (every search would fail, and the run would read as a policy that never finds anything)."""
+    backends = {"sft": plan.sft.search_backend, "grpo": plan.grpo.search_backend, "eval": plan.eval.search_backend}
+    if any(backends[stage] == "local" for stage in stages if stage in backends):
+        try:
+            require_index()
+        except course_config.SetupRequired as error:
+            raise SystemExit(f"error: {error}") from None
 
 
 # --------------------------------------------------------------------------- stages
@@ -522,6 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or f"results/{args.preset}"
     plan = make_plan(args.preset, out, args.work, args.overrides, tracker=args.tracker)
+    check_setup(plan, STAGES if args.stage == "all" else (args.stage,))
     plan.out.mkdir(parents=True, exist_ok=True)
     with (plan.out / "commands.txt").open("a") as handle:
         handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  python -m helpers.experiment {' '.join(argv)}\n")

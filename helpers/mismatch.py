@@ -22,7 +22,6 @@ This module measures that gap from real numbers:
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -385,7 +384,7 @@ class MismatchObserver:
         return metrics
 
 
-# ---------------------------------------------------------------- widget and exercises (notebook 13)
+# ---------------------------------------------------------------- the importance-weight explorer
 
 
 def is_weight_explorer(trainer_logprobs: Sequence[float], sampler_logprobs: Sequence[float],
@@ -421,47 +420,3 @@ def is_weight_explorer(trainer_logprobs: Sequence[float], sampler_logprobs: Sequ
     box = widgets.VBox([cap, band, text])
     box.controls = {"cap": cap, "band": band}
     return box
-
-
-def _report(ok: bool, hint: str) -> bool:
-    from helpers.widgets.exercises import report
-
-    return report(ok, hint)
-
-
-EXERCISE_SAMPLER = (-1.0, -0.5, -2.0)
-EXERCISE_TRAINER = (-1.1, -0.5, -1.8)
-
-
-def _three(guess: Any) -> list[float] | None:
-    try:
-        values = [float(x) for x in guess]
-    except (TypeError, ValueError):
-        return None
-    return values if len(values) == 3 else None
-
-
-def check_ratios(guess: Any) -> bool:
-    expected = [math.exp(t - s) for t, s in zip(EXERCISE_TRAINER, EXERCISE_SAMPLER)]
-    values = _three(guess)
-    if values is None:
-        return _report(False, "three numbers: r = exp(logp_train - logp_infer) per token")
-    return _report(all(abs(a - b) < 1e-6 for a, b in zip(values, expected)),
-                   f"you gave {values}; the first token's log-ratio is -1.1 - (-1.0) = -0.1")
-
-
-def check_k3(guess: Any) -> bool:
-    d = [t - s for t, s in zip(EXERCISE_TRAINER, EXERCISE_SAMPLER)]
-    expected = sum(math.exp(x) - 1 - x for x in d) / 3
-    if guess is None or guess is Ellipsis:
-        return _report(False, "mean over tokens of r - 1 - log r")
-    return _report(abs(float(guess) - expected) < 1e-6, f"you gave {guess}; average r - 1 - log r over the three")
-
-
-def check_truncated(guess: Any, cap: float = 1.1) -> bool:
-    expected = [min(math.exp(t - s), cap) for t, s in zip(EXERCISE_TRAINER, EXERCISE_SAMPLER)]
-    values = _three(guess)
-    if values is None:
-        return _report(False, f"three numbers: min(r, {cap})")
-    return _report(all(abs(a - b) < 1e-6 for a, b in zip(values, expected)),
-                   f"you gave {values}; only the third ratio exceeds {cap}")

@@ -7,16 +7,15 @@
 Nothing is given for searching: the reward sees only the end of the trajectory.
 
 Also here, because every stage that asks "is this the answer?" must ask it the same way:
-`matching_answer` / `contains_answer` / `find_answer_in` (a gold answer inside a text); the reward
-functions a GRPO step can use (`GroupRewards`, `register_reward`, `make_reward`,
-`exact_match_reward`); and `score`, which checks the answers of a step's groups and rewards them. What GRPO makes of the rewards, the
-group advantage, is the next stage: `helpers.advantages`.
+`matching_answer` / `contains_answer` / `find_answer_in` (a gold answer inside a text); what a reward
+function of a GRPO step returns and how one is registered (`GroupRewards`, `register_reward`,
+`exact_match_reward`; `helpers.reward_functions` fills the registry by explicit imports and looks
+rewards up by name); and `score`, which checks the answers of a step's groups and rewards them. What
+GRPO makes of the rewards, the group advantage, is the next stage: `helpers.advantages`.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import math
 import re
 import unicodedata
@@ -142,10 +141,9 @@ class GroupRewards:
 
 RewardFn = Callable[[Any], GroupRewards]  # Group -> GroupRewards
 
+# name -> factory(**options) -> reward function. Filled by `register_reward` in each module that
+# defines a reward; `helpers.reward_functions` imports every such module and looks names up.
 _REGISTRY: dict[str, Callable[..., RewardFn]] = {}
-# Modules that register rewards when imported; looked up the first time a name is not known yet,
-# so `TrainConfig(reward="gated")` works without importing helpers.efficiency by hand.
-REWARD_MODULES: tuple[str, ...] = ("helpers.efficiency.rewards", "helpers.evidence")
 
 
 def register_reward(name: str, factory: Callable[..., RewardFn]) -> None:
@@ -153,31 +151,6 @@ def register_reward(name: str, factory: Callable[..., RewardFn]) -> None:
     if not name or not isinstance(name, str):
         raise ValueError(f"a reward needs a non-empty name, got {name!r}")
     _REGISTRY[name] = factory
-
-
-def reward_names() -> list[str]:
-    """Every registered reward name (after importing the modules that register rewards)."""
-    _import_reward_modules()
-    return sorted(_REGISTRY)
-
-
-def _import_reward_modules() -> None:
-    for module in REWARD_MODULES:
-        importlib.import_module(module)
-
-
-def make_reward(name: str, **options: Any) -> RewardFn:
-    """The reward function registered as `name`, built with `options` (its factory's keywords)."""
-    if name not in _REGISTRY:
-        _import_reward_modules()
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown reward {name!r}; registered rewards: {sorted(_REGISTRY)}")
-    factory = _REGISTRY[name]
-    try:
-        inspect.signature(factory).bind(**options)
-    except TypeError as exc:
-        raise ValueError(f"reward {name!r} does not take the options {sorted(options)}: {exc}") from None
-    return factory(**options)
 
 
 def check_answer(trajectory: Any) -> RewardResult:

@@ -295,6 +295,37 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def value_from_text(cls, name: str, text: str) -> Any:
+    """The value field `name` of dataclass `cls` takes from its text, typed as its flag is:
+    `none`/`null` is None, a bool reads 1/true/yes/on, a dict a JSON object."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if name not in fields:
+        raise ValueError(f"{cls.__name__} has no field {name!r}; its fields: {sorted(fields)}")
+    if text.lower() in {"none", "null"}:
+        return None
+    kind = field_type(fields[name])
+    if kind is bool:
+        return text.lower() in {"1", "true", "yes", "on"}
+    if kind is dict:
+        value = parse_value(text)
+        if not isinstance(value, dict):
+            raise ValueError(f"{cls.__name__}.{name} takes a JSON object, got {text!r}")
+        return value
+    return kind(text)
+
+
+def override(config, name: str, text: str):
+    """A copy of `config` with the field `name` set from its text; a dotted name reaches into a
+    nested config (`override(train_config, "rollout.max_search_calls", "2")`)."""
+    head, _, rest = name.partition(".")
+    if rest:
+        inner = getattr(config, head, None)
+        if not dataclasses.is_dataclass(inner):
+            raise ValueError(f"{type(config).__name__} has no nested config {head!r}")
+        return dataclasses.replace(config, **{head: override(inner, rest, text)})
+    return dataclasses.replace(config, **{name: value_from_text(type(config), name, text)})
+
+
 class _KeyValue(argparse.Action):
     """--name KEY=VALUE, repeatable: collects a dict (values parsed as JSON when they parse)."""
 

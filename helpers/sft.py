@@ -2,7 +2,7 @@
 
 The base model ends with a well-formed `Answer:` line on almost every question but almost never
 calls the search tool, and its answers are mostly wrong (the recorded base row:
-`helpers.recorded.eval_summary("base_agent")`). GRPO would start from groups that score 0 throughout
+`helpers.course.recorded.eval_summary("base_agent")`). GRPO would start from groups that score 0 throughout
 and show no search to reinforce. The scripted teacher (`helpers.teacher`) demonstrates searching
 first, from the TRAIN split only: it searches the question, searches again with a query the policy
 could have written itself when no gold answer string appears in the evidence, and answers with the
@@ -263,7 +263,7 @@ def call_marker_warning(probability: float | None, demonstrations_seen: int, ste
         return head + (f"{demonstrations_seen} demonstration(s) in {steps} optimiser step(s) are too few to teach "
                        "the call: expected in the fast profile, which only checks that the code runs. Train on more "
                        "questions (sft_questions, sft_epochs) to see the warm start work.")
-    return head + ("Check how the tokenizer splits the marker (notebook 06, Trap 4) before training further.")
+    return head + ("Check how the tokenizer splits the marker (`helpers.models.settle_marker_tokens`) before training further.")
 
 
 def main(argv: Sequence[str] | None = None) -> SFTResult:

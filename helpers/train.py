@@ -38,7 +38,8 @@ from helpers.datums import (MAX_TRAIN_CONTEXT_TOKENS, TrainingDatum, build_datum
 from helpers.metrics import (degenerate_groups, output_logprobs, rollout_metrics, sampler_trainer_kl, search_counters,
                              search_metrics)
 from helpers.multihop.mix import batch_for_step, extra_questions, step_batch
-from helpers.reward import RewardFn, make_reward, score
+from helpers.reward import RewardFn, score
+from helpers.reward_functions import make_reward
 from helpers.rollout import Group, RolloutConfig, rollout_groups
 from helpers.runs import RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint, result, updated
 from helpers.session import TrainingSession, open_session, save_checkpoint
@@ -66,7 +67,7 @@ class TrainConfig:
     # group size, budgets and sampling of every rollout (its seed is set per step from `seed`)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     search_backend: str = "local"
-    # the reward function, by its registered name (helpers.reward.reward_names()), and its options
+    # the reward function, by its registered name (helpers.reward_functions.reward_names()), and its options
     reward: str = "exact_match"
     reward_options: dict = field(default_factory=dict)
     # keep only groups with signal, rolling out more questions until the step has its quota

@@ -112,7 +112,7 @@ print(sequence.text)
 print("parsed as:", parse_assistant(sequence.text).kind)
 
 # %%
-from helpers.recorded import eval_summary
+from helpers.course.recorded import eval_summary
 
 base = eval_summary("base_agent")  # the recorded run's base model in the agent loop, 3 searches allowed
 print(f"recorded base model, {base['n']} test questions: valid `Answer:` line {base['format_rate']:.0%}, "
@@ -153,7 +153,7 @@ for token, logprob in list(zip(sequence.tokens, sequence.logprobs))[:10]:
 #    `None` and run the cell.
 
 # %%
-from helpers.widgets.exercises import check_token_count
+from helpers.checkers.exercises import check_token_count
 
 my_count = None  # your answer
 check_token_count(tokenizer, "Answer: France", my_count)

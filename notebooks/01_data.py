@@ -115,7 +115,7 @@ budgets()["questions"], [e.question for e in load_examples("train", limit=budget
 # 1. Which of the rows in `RAW_ROWS` survive normalisation? Give their ids.
 
 # %%
-from helpers.widgets.exercises import RAW_ROWS, check_kept_rows, check_source_counts
+from helpers.checkers.exercises import RAW_ROWS, check_kept_rows, check_source_counts
 
 for row in RAW_ROWS:
     print(row)

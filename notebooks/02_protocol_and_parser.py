@@ -129,7 +129,7 @@ display(widgets.VBox([box, verdict]))
 # from the rules above, before running the parser.
 
 # %%
-from helpers.widgets.exercises import PARSER_CASES, check_parser_labels
+from helpers.checkers.exercises import PARSER_CASES, check_parser_labels
 
 for number, (turn, _) in enumerate(PARSER_CASES):
     print(f"[{number}] {turn!r}")

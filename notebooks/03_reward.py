@@ -85,7 +85,7 @@ display(widgets.VBox([final, refs, out]))
 # Predict the reward of each case in `REWARD_CASES` by hand (1, 0 or −0.1).
 
 # %%
-from helpers.widgets.exercises import REWARD_CASES, check_reward_guesses
+from helpers.checkers.exercises import REWARD_CASES, check_reward_guesses
 
 for number, (text, references, _) in enumerate(REWARD_CASES):
     print(f"[{number}] {text!r:45} references={references}")

@@ -30,11 +30,11 @@
 #
 # The policy is the trained agent of the recorded GPU run (SFT then GRPO) when its adapter runs on
 # this profile's model, so searches happen; otherwise the policy notebook 09 trained, or the base
-# model (`helpers.policies.default_policy` decides). Every rollout in this notebook — and the one
+# model (`helpers.course.policies.default_policy` decides). Every rollout in this notebook — and the one
 # notebooks 06, 07, 08 and 13 take over from here — comes from it.
 
 # %%
-from helpers.policies import load_policy
+from helpers.course.policies import load_policy
 from helpers.rollout import RolloutConfig, groups_of, rollout_batch
 from helpers.running_example import ANSWER, HOPS, QUERIES, RUNNING_EXAMPLE
 from helpers.widgets import TrajectoryTree, budgets, tree_data
@@ -62,6 +62,7 @@ config
 import pytrio as trio
 from IPython.display import display
 
+from helpers.course.policies import load_policy
 from helpers.protocol import build_messages, call_text, parse_assistant, stop_sequences, template_family
 from helpers.reward import score_answer
 from helpers.rollout import Trajectory, consume_assistant, finish_search, make_request, read_sequence
@@ -280,7 +281,7 @@ show(nested["root"])
 # the latest settings run.
 
 # %%
-from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
+from helpers.course.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_questions, live_run_fn
 
@@ -327,7 +328,7 @@ TrajectoryTree(untrusted, selected=0)
 #    trajectory. How many trajectories per step, and at most how many search calls?
 
 # %%
-from helpers.widgets.exercises import check_rollout_counts
+from helpers.checkers.exercises import check_rollout_counts
 
 my_trajectories, my_searches = None, None
 check_rollout_counts(8, 8, 4, my_trajectories, my_searches)

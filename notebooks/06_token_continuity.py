@@ -134,7 +134,7 @@ if len(trajectory.turns) >= 2:
 import json
 
 from helpers.models import tokenizer_fingerprint
-from helpers.policies import run_dir
+from helpers.course.policies import run_dir
 
 print("this tokenizer:       ", tokenizer_fingerprint(tokenizer))
 recorded = run_dir() / "adapter" / "meta.json"  # the recorded run's SFT + GRPO adapter
@@ -193,7 +193,7 @@ strip
 #    does `build_next_prompt` append before the observation?
 
 # %%
-from helpers.widgets.exercises import check_glued, check_overlap
+from helpers.checkers.exercises import check_glued, check_overlap
 
 completion = [1234, closing[0]]
 my_overlap = None

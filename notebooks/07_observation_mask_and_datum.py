@@ -128,7 +128,7 @@ pd.DataFrame(per_turn)
 # non-zero advantage? Work it out by hand first.
 
 # %%
-from helpers.widgets.exercises import check_mask_on_paper
+from helpers.checkers.exercises import check_mask_on_paper
 
 my_positions, my_with_advantage = None, None
 check_mask_on_paper(my_positions, my_with_advantage)

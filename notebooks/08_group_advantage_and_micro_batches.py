@@ -35,7 +35,7 @@
 # %%
 from helpers.data import SearchExample
 from helpers.advantages import assign_advantages
-from helpers.policies import load_policy
+from helpers.course.policies import load_policy
 from helpers.rollout import Group, Trajectory, groups_of
 from helpers.widgets import AdvantageBars, budgets
 from helpers.widgets.adapters import advantage_groups
@@ -290,7 +290,7 @@ print(f"ratios {ratios.min():.2f}–{ratios.max():.2f}: loss "
 # 3. Eight trajectories in micro-batches of 5 and 3: the weights?
 
 # %%
-from helpers.widgets.exercises import check_degenerate, check_group_advantages, check_micro_batch_weights
+from helpers.checkers.exercises import check_degenerate, check_group_advantages, check_micro_batch_weights
 
 groups = [[1, 1, 1, 1], [0, 0, 0, 0], [-0.1, -0.1, -0.1, -0.1], [1, 0, 0, 0], [-0.1, 0, -0.1, 0]]
 my_advantages, my_degenerate, my_weights = None, None, None

@@ -64,8 +64,8 @@ values
 # **assistant** tokens of these demonstrations only — the same observation mask as in RL.
 
 # %%
-from helpers.policies import RECORDED_RUN
-from helpers.recorded import eval_summary, reward_shares
+from helpers.course.policies import RECORDED_RUN
+from helpers.course.recorded import eval_summary, reward_shares
 
 base = eval_summary("base_agent")
 shares = reward_shares("base_agent")
@@ -138,10 +138,10 @@ pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(colum
 # (all wrong), so its curves are mostly noise. A short run that *visibly* learns needs two changes:
 #
 # - **start from a good warm start**: the SFT adapter of the recorded GPU run
-#   (`helpers.learnable.SFT_START`, one constant), loaded as the initial weights;
+#   (`helpers.course.learnable.SFT_START`, one constant), loaded as the initial weights;
 # - **learn where learning is possible**: questions this SFT policy answers *sometimes* — its answer
-#   rate, measured by sampling it several times per train question (`python -m helpers.learnable
-#   record`, kept in `helpers.learnable.ANSWER_RATES`), lies between 0.25 and 0.75. Such a group
+#   rate, measured by sampling it several times per train question (`python -m helpers.course.learnable
+#   record`, kept in `helpers.course.learnable.ANSWER_RATES`), lies between 0.25 and 0.75. Such a group
 #   almost always mixes right and wrong answers, so every step has a signal.
 #
 # The run (`CPU_RUN`): the 4 most learnable questions (answer rates 0.5–0.62, measured over 8
@@ -169,12 +169,12 @@ pd.DataFrame(dashboard.history)[columns].set_index("step").round(3).rename(colum
 # %%
 from IPython.display import display
 
-from helpers.learnable import ANSWER_RATES, CPU_RUN, SFT_START, cpu_run_config, learnable_examples
-from helpers.policies import unavailable_reason
+from helpers.course.learnable import ANSWER_RATES, CPU_RUN, SFT_START, cpu_run_config, learnable_examples
+from helpers.course.policies import unavailable_reason
 from helpers.train import open_session
 
 missing = unavailable_reason("sft") or (None if ANSWER_RATES.is_file() else
-                                        f"no recorded answer rates at {ANSWER_RATES} (python -m helpers.learnable record)")
+                                        f"no recorded answer rates at {ANSWER_RATES} (python -m helpers.course.learnable record)")
 if missing is None:
     learnable = learnable_examples(limit=CPU_RUN["questions"])
     cpu_config = cpu_run_config(rollout_config(values), runs / "grpo_from_recorded_sft")
@@ -199,7 +199,7 @@ remember("learning_09", {"summary": cpu_summary, "start": str(SFT_START)} if mis
 # resumes if the kernel stops. In a terminal, the same run is these commands:
 
 # %%
-from helpers.recipe import GPU_RUN, commands, gpu_plan, train_stages
+from helpers.course.recipe import GPU_RUN, commands, gpu_plan, train_stages
 
 recipe = gpu_plan()
 print(f"SFT on {recipe.sft.limit} train questions × {recipe.sft.epochs} epochs; GRPO on "
@@ -236,7 +236,7 @@ else:
 # 1. Put the six calls of one GRPO step in order.
 
 # %%
-from helpers.widgets.exercises import STEP_ORDER, check_step_order
+from helpers.checkers.exercises import STEP_ORDER, check_step_order
 
 shuffled = sorted(STEP_ORDER)
 print(shuffled)

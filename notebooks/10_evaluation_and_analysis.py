@@ -37,7 +37,7 @@ from IPython.display import Markdown, display
 from helpers import config
 from helpers.analyse import compare, comparison_table, summarise, summary_table
 from helpers.eval import EvalConfig, evaluate
-from helpers.recipe import evaluate_stages, gpu_plan, policy_to_evaluate
+from helpers.course.recipe import evaluate_stages, gpu_plan, policy_to_evaluate
 from helpers.widgets import budgets
 from helpers.widgets.course import recall, rollout_config
 
@@ -79,7 +79,7 @@ comparison_table(compare(start_rows, checkpoint_rows, labels=labels), labels)
 # same 600 questions and budgets.)
 
 # %%
-from helpers.recorded import eval_rows
+from helpers.course.recorded import eval_rows
 
 if config.is_gpu():
     closed_rows, rag_rows = eval_rows("base_closed_book"), eval_rows("base_rag")
@@ -96,13 +96,13 @@ summary_table({"closed book": summarise(closed_rows), "rag": summarise(rag_rows)
 #
 # ## The recorded GPU run
 #
-# The same code on one GPU with the real budgets (`helpers.policies.RECORDED_RUN`, the run the
+# The same code on one GPU with the real budgets (`helpers.course.policies.RECORDED_RUN`, the run the
 # README reports): an SFT warm start on 800 scripted demonstrations, GRPO with the exact-match
 # reward, and every policy evaluated greedily on the 600 test questions. Its training, step by step:
 
 # %%
-from helpers.policies import RECORDED_RUN
-from helpers.recorded import EVAL_LABELS, training_metrics
+from helpers.course.policies import RECORDED_RUN
+from helpers.course.recorded import EVAL_LABELS, training_metrics
 from helpers.widgets import TrainingDashboard
 
 replay = TrainingDashboard(f"recorded run {RECORDED_RUN}")
@@ -130,7 +130,7 @@ summary_table({EVAL_LABELS[label]: summarise(rows) for label, rows in recorded_r
 my_searches = {"sft": None, "sft_grpo": None}  # e.g. {"sft": 1, "sft_grpo": 2}
 
 # %%
-from helpers.recorded import running_example_outcome
+from helpers.course.recorded import running_example_outcome
 from helpers.reward import contains_answer
 from helpers.running_example import RUNNING_EXAMPLE
 from helpers.search import format_results
@@ -292,7 +292,7 @@ except ImportError:
 # did.
 
 # %%
-from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
+from helpers.course.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.running_example import RUNNING_EXAMPLE
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_questions, live_run_fn
@@ -316,7 +316,7 @@ ask
 #    strict EM (as a fraction) did searching again cost? (EM when it stopped minus EM when it searched again.)
 
 # %%
-from helpers.widgets.exercises import EVAL_STATEMENTS, check_em_from_rows, check_eval_fixed
+from helpers.checkers.exercises import EVAL_STATEMENTS, check_em_from_rows, check_eval_fixed
 
 for letter, statement in EVAL_STATEMENTS.items():
     print(letter, statement)
@@ -324,12 +324,12 @@ my_letters = None  # e.g. "ab"
 my_em = None
 check_eval_fixed(my_letters)
 check_em_from_rows(checkpoint_rows, my_em)
-from helpers.widgets.exercises import check_searched_again_when_missed
+from helpers.checkers.exercises import check_searched_again_when_missed
 
 my_run = next(iter(hits), None)  # a label from hits
 my_share = None
 check_searched_again_when_missed(hits.get(my_run, []), my_share)
-from helpers.widgets.exercises import check_second_search_cost
+from helpers.checkers.exercises import check_second_search_cost
 
 my_cost = None
 check_second_search_cost(hits.get(payoff_run, []), my_cost)
@@ -355,7 +355,7 @@ check_second_search_cost(hits.get(payoff_run, []), (found["em_strict_if_once"] o
 # From the recorded run's files (the 600 test questions, greedy):
 
 # %%
-from helpers.recorded import eval_summary
+from helpers.course.recorded import eval_summary
 
 sft_all, grpo_all = eval_summary("sft"), eval_summary("sft_grpo")
 by_source = {source: (eval_summary("sft", source=source)["em_strict"], eval_summary("sft_grpo", source=source)["em_strict"])

@@ -59,7 +59,7 @@ eff.EfficiencyConfig()
 my_drift = None  # "up", "down" or "flat"
 
 # %%
-from helpers.recorded import training_metrics, trend
+from helpers.course.recorded import training_metrics, trend
 
 print(len(training_metrics("exact_match", run="efficiency")), "recorded steps with the exact-match reward")
 first, last = trend("exact_match", "search_calls_mean", run="efficiency")
@@ -244,12 +244,14 @@ summary
 #    and no reference is longer than 320. What is its length penalty?
 
 # %%
+from helpers.checkers.efficiency import check_length_penalty, check_no_winner_advantages, check_tool_penalties
+
 my_tool_penalties = None  # e.g. [0.0, 0.1, 0.2, 0.3]
 my_no_winner_advantages = None
 my_length_penalty = None
-eff.check_tool_penalties(my_tool_penalties)
-eff.check_no_winner_advantages(my_no_winner_advantages)
-eff.check_length_penalty(my_length_penalty)
+check_tool_penalties(my_tool_penalties)
+check_no_winner_advantages(my_no_winner_advantages)
+check_length_penalty(my_length_penalty)
 
 # %% [markdown]
 # 4. **Write the group-anchored tool penalty yourself.** The checker runs the unit test's group, the
@@ -313,11 +315,11 @@ check_rewrite_bonus(rewrite_bonus)
 # course's `tool_penalties` (`helpers/efficiency/rewards.py`) run through the same checker.
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
-eff.check_tool_penalties(eff.tool_penalties([1, 2, 4, 3], [True, True, True, False], baseline=2,
+check_tool_penalties(eff.tool_penalties([1, 2, 4, 3], [True, True, True, False], baseline=2,
                                             alpha_win=1.0, alpha_lose=0.5, beta_lose=0.1))
-eff.check_no_winner_advantages([r.advantage for r in eff.score_group(
+check_no_winner_advantages([r.advantage for r in eff.score_group(
     [0, 0, 0, 0], calls=[0, 1, 3, 6], lengths=[40, 40, 40, 40], config=eff.EfficiencyConfig(lambda_len=0.0))])
-eff.check_length_penalty(eff.length_penalties([300, 50], [True, False], [200, 320])[0])
+check_length_penalty(eff.length_penalties([300, 50], [True, False], [200, 320])[0])
 check_tool_penalty(eff.tool_penalties)
 
 
@@ -349,8 +351,8 @@ check_rewrite_bonus(rewrite_bonus)
 # %%
 from IPython.display import display
 
-from helpers.learnable import SFT_START
-from helpers.policies import unavailable_reason
+from helpers.course.learnable import SFT_START
+from helpers.course.policies import unavailable_reason
 from helpers.reward import make_reward, register_reward
 from helpers.train import TrainConfig, train
 from helpers.widgets import TrainingDashboard

@@ -63,7 +63,7 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # on one held-out question in the fast profile, $b = 0, 1, 3$ on 4 in the full one, with turns of at
 # most `sweep_assistant_tokens`, since a batch decodes until its longest turn ends); the recorded
 # GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model and the recorded run's SFT and
-# SFT + GRPO adapters (`helpers.policies`) where they fit this profile's model; otherwise (the fast
+# SFT + GRPO adapters (`helpers.course.policies`) where they fit this profile's model; otherwise (the fast
 # profile's small model) notebook 09's checkpoints when it has been run in this profile.
 #
 # **Which questions, and what four of them can show.** Four questions taken at random are almost
@@ -82,7 +82,8 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # question can flip. The rates are the recorded sweep's (below).
 
 # %%
-from helpers.policies import POLICY_LABELS, PolicyNotAvailable, load_policy, recorded_or_learner, unavailable_reason
+from helpers.data import load_examples
+from helpers.course.policies import POLICY_LABELS, PolicyNotAvailable, load_policy, recorded_or_learner, unavailable_reason
 from helpers.widgets.course import search_client
 from helpers.widgets.live import sweep_questions
 
@@ -166,7 +167,7 @@ curve
 # larger budget change its answers.
 
 # %%
-from helpers.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
+from helpers.course.policies import TRAINED_POLICY, default_policy, policy_options, unavailable_reason
 from helpers.widgets import RolloutPlayground
 from helpers.widgets.live import budget_run_fn
 
@@ -189,12 +190,14 @@ live_budget
 #    policy at the largest budget you swept (`float("inf")` if it answered nothing correctly).
 
 # %%
+from helpers.checkers.efficiency import check_best_budget, check_tokens_per_correct, check_turns_for_budget
+
 my_turns = None
 my_best_budget = None
 my_tokens_per_correct = None
-eff.check_turns_for_budget(3, my_turns)
-eff.check_best_budget(points, "base", my_best_budget)
-eff.check_tokens_per_correct(points, "base", sweep_budgets[-1], my_tokens_per_correct)
+check_turns_for_budget(3, my_turns)
+check_best_budget(points, "base", my_best_budget)
+check_tokens_per_correct(points, "base", sweep_budgets[-1], my_tokens_per_correct)
 
 # %% [markdown]
 # ---
@@ -207,9 +210,9 @@ eff.check_tokens_per_correct(points, "base", sweep_budgets[-1], my_tokens_per_co
 base_points = sorted((p for p in points if p.policy == "base"), key=lambda p: p.budget)
 top = max(p.accuracy for p in base_points)
 last = base_points[-1]
-eff.check_turns_for_budget(3, 3 + 1)
-eff.check_best_budget(points, "base", next(p.budget for p in base_points if p.accuracy == top))
-eff.check_tokens_per_correct(points, "base", last.budget,
+check_turns_for_budget(3, 3 + 1)
+check_best_budget(points, "base", next(p.budget for p in base_points if p.accuracy == top))
+check_tokens_per_correct(points, "base", last.budget,
                              last.tokens_per_question / last.accuracy if last.accuracy else float("inf"))
 
 # %% [markdown]

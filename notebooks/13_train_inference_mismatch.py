@@ -59,7 +59,7 @@ print("profile:", config.profile(), "| model:", config.default_model())
 
 # %%
 from helpers.data import load_examples
-from helpers.policies import load_policy
+from helpers.course.policies import load_policy
 from helpers.widgets import budgets
 from helpers.widgets.course import engine, recall, remember, run_rollout
 
@@ -172,20 +172,22 @@ plt.show()
 # %% [markdown]
 # ## Exercises
 #
-# The sampler gave three tokens log-probs `mm.EXERCISE_SAMPLER` = (−1.0, −0.5, −2.0); the trainer
-# gives them `mm.EXERCISE_TRAINER` = (−1.1, −0.5, −1.8).
+# The sampler gave three tokens log-probs `EXERCISE_SAMPLER` = (−1.0, −0.5, −2.0); the trainer
+# gives them `EXERCISE_TRAINER` = (−1.1, −0.5, −1.8).
 #
 # 1. The three importance ratios $r_t$.
 # 2. The $k_3$ estimate of the KL between sampler and trainer on these tokens.
 # 3. The truncated weights $\min(r_t, 1.1)$.
 
 # %%
+from helpers.checkers.mismatch import EXERCISE_SAMPLER, EXERCISE_TRAINER, check_k3, check_ratios, check_truncated
+
 my_ratios = None
 my_k3 = None
 my_truncated = None
-mm.check_ratios(my_ratios)
-mm.check_k3(my_k3)
-mm.check_truncated(my_truncated)
+check_ratios(my_ratios)
+check_k3(my_k3)
+check_truncated(my_truncated)
 
 # %% [markdown]
 # ---
@@ -195,10 +197,10 @@ mm.check_truncated(my_truncated)
 # Try the exercises first; the solution cell is collapsed (click the dots).
 
 # %% tags=["solution"] jupyter={"source_hidden": true}
-ratios = mm.token_ratios(mm.EXERCISE_TRAINER, mm.EXERCISE_SAMPLER)
-mm.check_ratios(ratios)
-mm.check_k3(mm.kl_k3(mm.log_ratios(mm.EXERCISE_TRAINER, mm.EXERCISE_SAMPLER)))
-mm.check_truncated(mm.truncated_is_weights(ratios, cap=1.1))
+ratios = mm.token_ratios(EXERCISE_TRAINER, EXERCISE_SAMPLER)
+check_ratios(ratios)
+check_k3(mm.kl_k3(mm.log_ratios(EXERCISE_TRAINER, EXERCISE_SAMPLER)))
+check_truncated(mm.truncated_is_weights(ratios, cap=1.1))
 
 # %% [markdown]
 # ## What we observed and why

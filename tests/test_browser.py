@@ -6,126 +6,22 @@ runs with COURSE_PROFILE=fast. A screenshot is kept under artifacts/ (git-ignore
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOK = ROOT / "notebooks" / "05_rollout_tree.ipynb"
-EVALUATION = ROOT / "notebooks" / "10_evaluation_and_analysis.ipynb"
-CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = ROOT / "artifacts"
-RUN_TIMEOUT_MS = 20 * 60 * 1000  # rollouts on a busy 2-core machine are slow
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+from fixtures.browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, EVALUATION, NOTEBOOK, ROOT, RUN_TIMEOUT_MS,
+                              _free_port, _open_and_run_all, _wait_for_output, _wait_until_serving, serve_lab)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_until_serving(url: str, seconds: float, pause: float = 1.0, process=None) -> bool:
-    """True once `url` answers; False after `seconds`, or as soon as `process` has exited."""
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            return True
-        except OSError:
-            if process is not None and process.poll() is not None:
-                return False
-            time.sleep(pause)
-    return False
-
-
-def serve_lab(tmp_path_factory, name: str, notebooks: list[Path], **env_overrides: str):
-    """A JupyterLab on a free port over copies of `notebooks`, in the fast profile with an empty runs
-    folder of its own (no earlier run's hand-overs or checkpoints); yields its URL."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's browser with `apt-get install -y chromium` "
-                    "(never `playwright install`)")
-    home = tmp_path_factory.mktemp(name)
-    folder = home / "notebooks"
-    folder.mkdir()
-    for notebook in notebooks:
-        shutil.copy(notebook, folder / notebook.name)
-    # keep every cell in the page: JupyterLab's windowing detaches cells scrolled out of view, and
-    # a detached cell's text reads as empty
-    tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
-    tracker.parent.mkdir(parents=True)
-    tracker.write_text('{"windowingMode": "none"}')
-    port = _free_port()
-    env = dict(os.environ, COURSE_PROFILE="fast", TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
-               COURSE_RUNS=str(home / "runs"), **env_overrides)
-    log = (home / "lab.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         f"--ServerApp.root_dir={folder}", "--IdentityProvider.token=", "--ServerApp.password=",
-         "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    if not _wait_until_serving(f"{url}/api/status", 120, process=process):
-        if process.poll() is not None:
-            pytest.fail(f"JupyterLab exited: {(home / 'lab.log').read_text()[-2000:]}")
-        process.terminate()
-        pytest.fail("JupyterLab did not start within 120 s")
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     yield from serve_lab(tmp_path_factory, "lab", [NOTEBOOK, EVALUATION])
-
-
-def _open_and_run_all(page, url: str) -> None:
-    from playwright.sync_api import expect
-
-    page.goto(url, timeout=120_000)
-    page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
-    # the status bar says "<kernel> | Idle" once the kernel is up; only then run everything
-    expect(page.get_by_text("| Idle").first).to_be_visible(timeout=180_000)
-    started = page.locator(".jp-InputPrompt", has_text="*")
-    for _ in range(3):
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-        try:
-            expect(started.first).to_be_visible(timeout=30_000)
-            return
-        except AssertionError:
-            page.keyboard.press("Escape")
-    pytest.fail("Run > Run All Cells did not start the notebook")
-
-
-def _wait_for_output(page, target, timeout: float = RUN_TIMEOUT_MS) -> None:
-    """Wait until `target` is in the page; fail at once, with the traceback, if a cell raised first
-    (Run All stops there, and the target would never come)."""
-    from playwright.sync_api import expect
-
-    traceback = page.locator(".jp-OutputArea-output", has_text="Traceback (most recent call last)")
-    expect(target.or_(traceback).first).to_be_attached(timeout=timeout)
-    if traceback.count():
-        pytest.fail(f"a cell raised while the notebook ran:\n{traceback.first.inner_text()[-3000:]}")
 
 
 def test_rollout_tree_notebook_in_chromium(lab):

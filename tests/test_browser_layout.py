@@ -14,7 +14,7 @@ import json
 import nbformat
 import pytest
 
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _open_and_run_all, _wait_for_output, serve_lab
+from fixtures.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _open_and_run_all, _wait_for_output, serve_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.policies import POLICY_LABELS, TRAINED_POLICY, unavailable_reason
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, RUN_TIMEOUT_MS, _open_and_run_all, _wait_for_output, serve_lab
+from helpers.course.policies import POLICY_LABELS, TRAINED_POLICY, unavailable_reason
+from fixtures.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK, RUN_TIMEOUT_MS, _open_and_run_all, _wait_for_output, serve_lab
 
 MODEL = "qwen2.5-0.5b"
 

@@ -6,7 +6,7 @@ import re
 
 import matplotlib
 import pytest
-from test_rollout_doubles import FakeSearchClient, ScriptedSamplingClient, call
+from fixtures.doubles import FakeSearchClient, ScriptedSamplingClient, call
 
 from helpers import efficiency as eff
 from helpers.data import SearchExample

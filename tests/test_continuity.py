@@ -25,7 +25,7 @@ from helpers.rollout import (
     check_continuity,
     token_table,
 )
-from test_rollout_doubles import call
+from fixtures.doubles import call
 
 TOKENIZERS = ["qwen2.5-0.5b", "smollm2-135m"]
 

@@ -312,20 +312,22 @@ def test_penalty_explorer_recomputes_on_slider_moves_and_escapes_labels():
 
 
 def test_exercise_checkers_accept_the_formula_and_reject_wrong_answers(capsys):
+    from helpers.checkers import efficiency as exercises
+
     good = eff.tool_penalties([1, 2, 4, 3], [True, True, True, False], 2, 1.0, 0.5, 0.1)
-    assert eff.check_tool_penalties(good)
-    assert not eff.check_tool_penalties([0, 0, 0, 0])
-    assert not eff.check_tool_penalties(None)
-    assert eff.check_length_penalty(1 - math.exp(-0.5))
-    assert not eff.check_length_penalty(1.0)
-    assert eff.check_no_winner_advantages([0, 0, 0, 0])
-    assert not eff.check_no_winner_advantages([0.1, -0.1, 0, 0])
+    assert exercises.check_tool_penalties(good)
+    assert not exercises.check_tool_penalties([0, 0, 0, 0])
+    assert not exercises.check_tool_penalties(None)
+    assert exercises.check_length_penalty(1 - math.exp(-0.5))
+    assert not exercises.check_length_penalty(1.0)
+    assert exercises.check_no_winner_advantages([0, 0, 0, 0])
+    assert not exercises.check_no_winner_advantages([0.1, -0.1, 0, 0])
     points = [eff.BudgetPoint("base", b, 2, acc, 1, b, 5, 50, 55 + 10 * b, 0) for b, acc in
               [(0, 0.0), (1, 0.5), (2, 0.5)]]
-    assert eff.check_best_budget(points, "base", 1) and not eff.check_best_budget(points, "base", 2)
-    assert eff.check_tokens_per_correct(points, "base", 2, 75 / 0.5)
-    assert eff.check_tokens_per_correct(points, "base", 0, float("inf"))
-    assert eff.check_turns_for_budget(3, 4) and not eff.check_turns_for_budget(3, 3)
+    assert exercises.check_best_budget(points, "base", 1) and not exercises.check_best_budget(points, "base", 2)
+    assert exercises.check_tokens_per_correct(points, "base", 2, 75 / 0.5)
+    assert exercises.check_tokens_per_correct(points, "base", 0, float("inf"))
+    assert exercises.check_turns_for_budget(3, 4) and not exercises.check_turns_for_budget(3, 3)
     out = capsys.readouterr().out.splitlines()
     assert "correct" in out and any(line.startswith("not yet") for line in out)
 

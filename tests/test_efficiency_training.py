@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_rollout_doubles import FakeSearchClient, ScriptedSamplingClient, call
+from fixtures.doubles import FakeSearchClient, ScriptedSamplingClient, call
 
 from helpers import efficiency as eff
 from helpers import mismatch as mm

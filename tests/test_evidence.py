@@ -25,7 +25,7 @@ from helpers.models import load_tokenizer
 from helpers.reward import contains_answer
 from helpers.rollout import RolloutConfig, rollout_batch
 from helpers.search import local
-from test_rollout_doubles import ScriptedSamplingClient, call
+from fixtures.doubles import ScriptedSamplingClient, call
 
 FIXTURES = Path(__file__).parent / "fixtures" / "search"
 QUESTION = "In which year was the Nobel Prize in Physics first awarded to the discoverer of X-rays?"
@@ -115,7 +115,7 @@ def test_reward_terms_pay_new_gold_charge_repeats_and_need_a_valid_answer(batch)
 
 
 def test_the_training_step_finds_the_evidence_reward_by_name(batch):
-    from helpers.reward import make_reward, reward_names
+    from helpers.reward_functions import make_reward, reward_names
     from helpers.rollout import groups_of
     from helpers.train import TrainConfig
 

@@ -120,7 +120,7 @@ def test_the_exercises_and_the_widgets_ask_the_same_rule():
     from helpers.data import SearchExample
     from helpers.rollout import AssistantTurn, Trajectory
     from helpers.widgets.adapters import trajectory_tree
-    from helpers.widgets.exercises import check_degenerate, check_group_advantages
+    from helpers.checkers.exercises import check_degenerate, check_group_advantages
 
     equal_in_floats = [0.1 + 0.2, 0.3]  # two values, one reward: no signal
     assert no_signal(equal_in_floats) and group_advantages(equal_in_floats) == [0.0, 0.0]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from helpers.learnable import answer_rates, learnable_examples, learnable_ids, read_rows
+from helpers.course.learnable import answer_rates, learnable_examples, learnable_ids, read_rows
 
 
 def rows(pattern: dict[str, list[bool]]) -> list[dict]:
@@ -42,12 +42,12 @@ def test_the_selection_reads_a_recording_and_refuses_ids_of_another_data_pack(tm
                     + json.dumps({"id": "not-a-question", "exact_match": False}) + "\n")
     with pytest.raises(ValueError, match="not in the train split"):
         learnable_examples(path)
-    with pytest.raises(FileNotFoundError, match="python -m helpers.learnable record"):
+    with pytest.raises(FileNotFoundError, match="python -m helpers.course.learnable record"):
         read_rows(tmp_path / "missing.jsonl")
 
 
 def test_the_cpu_run_starts_from_the_recorded_sft_under_the_notebook_budgets(tmp_path):
-    from helpers.learnable import CPU_RUN, SFT_START, cpu_run_config
+    from helpers.course.learnable import CPU_RUN, SFT_START, cpu_run_config
     from helpers.widgets.budgets import budgets
     from helpers.widgets.course import rollout_config
 
@@ -63,7 +63,7 @@ def test_the_cpu_run_starts_from_the_recorded_sft_under_the_notebook_budgets(tmp
 
 
 def test_the_recorded_answer_rates_offer_the_cpu_run_its_questions():
-    from helpers.learnable import ANSWER_RATES, BAND, CPU_RUN
+    from helpers.course.learnable import ANSWER_RATES, BAND, CPU_RUN
 
     rates = answer_rates(read_rows(ANSWER_RATES))
     chosen = learnable_ids(rates, limit=CPU_RUN["questions"])
@@ -72,19 +72,19 @@ def test_the_recorded_answer_rates_offer_the_cpu_run_its_questions():
 
 
 def test_recording_samples_each_question_once_per_seed_at_temperature_one(tmp_path, monkeypatch):
-    import helpers.learnable
+    import helpers.course.learnable
     from helpers.data import SearchExample
-    from helpers.learnable import answer_rates, read_rows, record_answer_rates
+    from helpers.course.learnable import answer_rates, read_rows, record_answer_rates
 
     examples = [SearchExample(id=f"q{i}", question=f"question {i}?", answers=["a"], data_source="nq") for i in range(3)]
-    monkeypatch.setattr(helpers.learnable, "load_examples", lambda split, limit=None, skip=0: examples[skip:skip + limit])
+    monkeypatch.setattr(helpers.course.learnable, "load_examples", lambda split, limit=None, skip=0: examples[skip:skip + limit])
     seen = []
 
     def fake_evaluate(config, examples):
         seen.append((config.rollout.temperature, config.rollout.seed, config.rollout_config().group_size))
         return [{"id": e.id, "exact_match": (config.rollout.seed + int(e.id[1])) % 2 == 0} for e in examples]
 
-    monkeypatch.setattr(helpers.learnable, "evaluate", fake_evaluate)
+    monkeypatch.setattr(helpers.course.learnable, "evaluate", fake_evaluate)
     out = record_answer_rates(tmp_path / "policy", tmp_path / "rates.jsonl", samples=2, limit=3)
     assert seen == [(1.0, 0, 1), (1.0, 1, 1)]
     rates = answer_rates(read_rows(out))

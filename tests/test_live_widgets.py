@@ -159,7 +159,7 @@ def test_policy_picker_defaults_to_the_trained_policy_and_feeds_the_run():
 
 
 def test_a_policy_that_cannot_load_is_reported_in_the_widget_not_raised():
-    from helpers.policies import PolicyNotAvailable
+    from helpers.course.policies import PolicyNotAvailable
 
     def run(values):
         if values["policy"] == "sft":
@@ -472,7 +472,7 @@ def _measured(qid, policy, setting, calls, right):
 
 
 def test_the_twice_prompts_are_the_measured_second_searches_and_run_the_policy_that_searches_again(tmp_path, monkeypatch):
-    from helpers.policies import SEARCHES_AGAIN
+    from helpers.course.policies import SEARCHES_AGAIN
 
     monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
     folder = tmp_path / "run" / "eval"
@@ -496,7 +496,7 @@ def test_the_twice_prompts_are_the_measured_second_searches_and_run_the_policy_t
 
 
 def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
-    from helpers.policies import SEARCHES_AGAIN, TRAINED_POLICY
+    from helpers.course.policies import SEARCHES_AGAIN, TRAINED_POLICY
     from helpers.runs import read_jsonl
     from helpers.widgets.live import sweep_questions
 
@@ -522,7 +522,7 @@ def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
 
 def test_the_recorded_measurement_has_a_second_search_of_the_policy_that_searches_again():
     """The committed CPU measurement (results/cpu_measured) backs the playground's "twice" prompts."""
-    from helpers.policies import SEARCHES_AGAIN
+    from helpers.course.policies import SEARCHES_AGAIN
     from helpers.widgets.measured import measured_rows
 
     rows = [r for r in measured_rows() if r["policy"] == SEARCHES_AGAIN and r["setting"] == "playground"]
@@ -538,7 +538,7 @@ def test_a_twice_prompt_makes_its_policy_search_again_on_a_cpu(monkeypatch):
     budgets, greedy, one branch), with the policy it names: a second search happens."""
     import torch
 
-    from helpers.policies import unavailable_reason
+    from helpers.course.policies import unavailable_reason
 
     monkeypatch.setenv("COURSE_PROFILE", "full")
     twice = [q for q in budget_questions() if "searched" in q.why and "times" in q.why]
@@ -557,7 +557,7 @@ def test_a_twice_prompt_makes_its_policy_search_again_on_a_cpu(monkeypatch):
 
 
 def test_a_question_searched_twice_is_offered_as_a_twice_prompt_not_as_a_once_prompt(tmp_path, monkeypatch):
-    from helpers.policies import SEARCHES_AGAIN
+    from helpers.course.policies import SEARCHES_AGAIN
 
     monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
     folder = tmp_path / "run" / "eval"

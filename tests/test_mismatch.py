@@ -178,10 +178,12 @@ def test_is_explorer_reports_objectives_and_truncation():
 
 
 def test_mismatch_checkers(capsys):
-    r = mm.token_ratios(mm.EXERCISE_TRAINER, mm.EXERCISE_SAMPLER)
-    assert mm.check_ratios(r) and not mm.check_ratios([1, 1, 1])
-    assert mm.check_k3(mm.kl_k3(np.log(r))) and not mm.check_k3(0.5)
-    assert mm.check_truncated(np.minimum(r, 1.1)) and not mm.check_truncated(r)
+    from helpers.checkers import mismatch as exercises
+
+    r = mm.token_ratios(exercises.EXERCISE_TRAINER, exercises.EXERCISE_SAMPLER)
+    assert exercises.check_ratios(r) and not exercises.check_ratios([1, 1, 1])
+    assert exercises.check_k3(mm.kl_k3(np.log(r))) and not exercises.check_k3(0.5)
+    assert exercises.check_truncated(np.minimum(r, 1.1)) and not exercises.check_truncated(r)
 
 
 @pytest.mark.slow
@@ -191,7 +193,7 @@ def test_a_trainer_loaded_from_the_policys_adapter_scores_its_samples_as_the_sam
     import torch
 
     from helpers.engine import connect
-    from helpers.policies import load_policy, unavailable_reason
+    from helpers.course.policies import load_policy, unavailable_reason
     from helpers.rollout import rollout_batch
     from helpers.running_example import RUNNING_EXAMPLE
     from helpers.widgets.budgets import budgets

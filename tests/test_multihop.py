@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,29 +12,17 @@ from helpers.multihop.chains import Corpus, Passage, linkable, passages_from_row
 from helpers.multihop.facts import read_lead
 from helpers.search.local import LocalIndex
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from char_tokenizer import CharTokenizer  # noqa: E402
+from fixtures.char_tokenizer import CharTokenizer
+from fixtures.multihop_corpus import BAND, FESTIVAL, POET, with_distractors
 
-FESTIVAL = ("The Harbour Lights Festival is an annual arts festival in Porthmadoc. Its founding patron was "
-            "Maria Delacroix-Hunt, the poet Gwen Arliss read at the first edition, and the opening concert "
-            "featured the Quayside Brass Band.")
 SCULPTOR = ("Maria Delacroix-Hunt (born 1931) is a Welsh sculptor. Her best-known work is Tide Stone Circle, "
             "on the cliffs above the town.")
 SCULPTURE = "Tide Stone Circle is a granite sculpture designed by Owen Pryce. It stands near the old quarry."
-BAND = "The Quayside Brass Band is a Welsh brass band formed in 1962. It rehearses in a chapel hall."
-POET = "Gwen Arliss (born 1945) is a Welsh poet. Her collections are about the sea."
-WORDS = ("copper lantern orchard meadow velvet granite harvest lagoon ember willow compass falcon saddle "
-         "prairie timber marble cobalt thistle canyon beacon").split()
 
 
 def _rows() -> list[dict]:
-    rows = [data.corpus_row(title, text) for title, text in [
-        ("Harbour Lights Festival", FESTIVAL), ("Maria Delacroix-Hunt", SCULPTOR),
-        ("Tide Stone Circle", SCULPTURE), ("Quayside Brass Band", BAND), ("Gwen Arliss", POET)]]
-    rng = random.Random(3)
-    for i in range(40):  # distractors, so that a BM25 top-3 means something
-        rows.append(data.corpus_row(f"Topic {i}", " ".join(rng.choice(WORDS) for _ in range(40))))
-    return rows
+    return with_distractors([("Harbour Lights Festival", FESTIVAL), ("Maria Delacroix-Hunt", SCULPTOR),
+                             ("Tide Stone Circle", SCULPTURE), ("Quayside Brass Band", BAND), ("Gwen Arliss", POET)])
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,9 @@ The writer and the solvers are one scripted sampling client: a writer prompt (it
 from __future__ import annotations
 
 import json
-import random
 import re
-import sys
 from collections import Counter
 from concurrent.futures import Future
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -23,19 +20,12 @@ from helpers.multihop import build, questions, verify, written
 from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.search.local import LocalIndex
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from char_tokenizer import CharTokenizer  # noqa: E402
+from fixtures.char_tokenizer import CharTokenizer
+from fixtures.multihop_corpus import BAND, FESTIVAL, POET, with_distractors
 
-FESTIVAL = ("The Harbour Lights Festival is an annual arts festival in Porthmadoc. Its founding patron was "
-            "Maria Delacroix-Hunt, the poet Gwen Arliss read at the first edition, and the opening concert "
-            "featured the Quayside Brass Band.")
 # a long passage, so that the short ones of other Welsh sculptors outrank it on the question's words
 SCULPTOR = ("Maria Delacroix-Hunt (born 1931) is a Welsh sculptor. Her studio is on the cliffs above the town. "
             + " ".join(["It looks over the quarry, the chapel and the old lifeboat station."] * 6))
-BAND = "The Quayside Brass Band is a Welsh brass band formed in 1962. It rehearses in a chapel hall."
-POET = "Gwen Arliss (born 1945) is a Welsh poet. Her collections are about the sea."
-WORDS = ("copper lantern orchard meadow velvet granite harvest lagoon ember willow compass falcon saddle "
-         "prairie timber marble cobalt thistle canyon beacon").split()
 # other Welsh sculptors, so that one search on the question does not also find Maria Delacroix-Hunt
 OTHERS = [(name, f"{name} (born {year}) is a Welsh sculptor, a Welsh sculptor born in the year {year}.")
           for name, year in (("Eira Rhys", 1950), ("Owain Pugh", 1948), ("Siân Morgan", 1960))]
@@ -45,12 +35,8 @@ GOOD = ("In what year was the Welsh sculptor mentioned in the Wikipedia passage 
 
 @pytest.fixture(scope="module")
 def rows():
-    rows = [data.corpus_row(title, text) for title, text in [
-        ("Harbour Lights Festival", FESTIVAL), ("Maria Delacroix-Hunt", SCULPTOR),
-        ("Quayside Brass Band", BAND), ("Gwen Arliss", POET), *OTHERS]]
-    rng = random.Random(3)
-    rows += [data.corpus_row(f"Topic {i}", " ".join(rng.choice(WORDS) for _ in range(40))) for i in range(40)]
-    return rows
+    return with_distractors([("Harbour Lights Festival", FESTIVAL), ("Maria Delacroix-Hunt", SCULPTOR),
+                             ("Quayside Brass Band", BAND), ("Gwen Arliss", POET), *OTHERS])
 
 
 @pytest.fixture(scope="module")

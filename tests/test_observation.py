@@ -28,7 +28,7 @@ from helpers.rollout import (
 )
 from helpers.search.format import MAX_CONTENT_CHARS, cut, format_results
 from helpers.search.types import SearchItem, SearchResult
-from test_rollout_doubles import call
+from fixtures.doubles import call
 
 TOKENIZERS = ["qwen2.5-0.5b", "smollm2-135m"]
 

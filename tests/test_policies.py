@@ -1,4 +1,4 @@
-"""helpers.policies: which policies run here, clear refusals, and the engine's tokenizer check."""
+"""helpers.course.policies: which policies run here, clear refusals, and the engine's tokenizer check."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import config, policies
-from helpers.policies import (
+from helpers import config
+from helpers.course import policies
+from helpers.course.policies import (
     PolicyNotAvailable,
     default_policy,
     learner_checkpoints,
@@ -18,7 +19,6 @@ from helpers.policies import (
     recorded_or_learner,
     unavailable_reason,
 )
-from helpers.widgets import course
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def results(tmp_path, monkeypatch):
     """An empty results folder with a recorded run whose SFT + GRPO adapter was trained on `qwen2.5-0.5b`."""
     monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(policies, "_LOADED", {})
-    monkeypatch.setattr(course, "recall", lambda name: None)  # notebook 09 has not run
+    monkeypatch.setattr(policies, "recall", lambda name: None)  # notebook 09 has not run
     adapter = tmp_path / policies.RECORDED_RUN / "adapter"
     adapter.mkdir(parents=True)
     (adapter / "meta.json").write_text(json.dumps({"base_model": "qwen2.5-0.5b"}))
@@ -73,7 +73,7 @@ def test_the_default_is_the_trained_policy_where_it_runs(results, monkeypatch):
     assert default_policy("qwen2.5-0.5b") == "sft_grpo"
     assert default_policy("smollm2-135m") == "base"
     notebook_09 = {"summary": {"sampler_path": "local://run/w/s"}, "sft": "local://sft/w/s"}
-    monkeypatch.setattr(course, "recall", lambda name: notebook_09 if name == "training_09" else None)
+    monkeypatch.setattr(policies, "recall", lambda name: notebook_09 if name == "training_09" else None)
     assert default_policy("smollm2-135m") == "local://run/w/s"
     labels = dict((value, label) for label, value in policy_options("smollm2-135m"))
     assert "not available here" in labels["sft_grpo"] and "not available here" in labels["sft"]
@@ -86,7 +86,7 @@ def test_a_recorded_policy_that_cannot_run_here_is_replaced_by_notebook_09s_chec
     assert recorded_or_learner("sft", "qwen2.5-0.5b") is None
     assert recorded_or_learner("sft_grpo", "smollm2-135m") is None
     notebook_09 = {"summary": {"sampler_path": "local://run/w/s"}, "sft": "local://sft/w/s"}
-    monkeypatch.setattr(course, "recall", lambda name: notebook_09 if name == "training_09" else None)
+    monkeypatch.setattr(policies, "recall", lambda name: notebook_09 if name == "training_09" else None)
     assert recorded_or_learner("sft_grpo", "qwen2.5-0.5b") == "sft_grpo"  # the recorded adapter first
     assert recorded_or_learner("sft", "qwen2.5-0.5b") == "local://sft/w/s"
     assert recorded_or_learner("sft_grpo", "smollm2-135m") == "local://run/w/s"
@@ -97,7 +97,7 @@ def test_a_checkpoint_notebook_09_saved_and_that_is_gone_is_not_offered(results,
     kept.mkdir(parents=True)
     (kept / "meta.json").write_text('{"base_model": "smollm2-135m"}')
     notebook_09 = {"summary": {"sampler_path": str(gone)}, "sft": str(kept)}
-    monkeypatch.setattr(course, "recall", lambda name: notebook_09 if name == "training_09" else None)
+    monkeypatch.setattr(policies, "recall", lambda name: notebook_09 if name == "training_09" else None)
     assert default_policy("smollm2-135m") == "base"
     assert recorded_or_learner("sft", "smollm2-135m") == str(kept)
     assert list(learner_checkpoints().values()) == [str(kept)]

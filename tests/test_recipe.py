@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from helpers import config, experiment, recipe
-from helpers.recipe import GPU_RUN, policy_to_evaluate
+from helpers import config, experiment
+from helpers.course import recipe
+from helpers.course.recipe import GPU_RUN, policy_to_evaluate
 from helpers.widgets import budgets
 
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from helpers import config, recorded
+from helpers import config
+from helpers.course import recorded
 from helpers.running_example import RUNNING_EXAMPLE
 
 

@@ -28,7 +28,7 @@ from helpers.rollout import (
     token_table,
 )
 from helpers.widgets.adapters import trajectory_tree
-from test_rollout_doubles import FakeSearchClient, ScriptedSamplingClient, call
+from fixtures.doubles import FakeSearchClient, ScriptedSamplingClient, call
 
 EXAMPLES = [
     SearchExample(id="q0", question="Capital of France? (answer Paris)", answers=["Paris"], data_source="nq"),

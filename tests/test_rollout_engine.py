@@ -17,7 +17,7 @@ from helpers.models import load_tokenizer
 from helpers.protocol import stop_token_ids
 from helpers.rollout import RolloutConfig, check_continuity, rollout_batch, token_table
 from helpers.widgets.adapters import trajectory_tree
-from test_rollout_doubles import call, fake_logprob
+from fixtures.doubles import call, fake_logprob
 
 pytestmark = pytest.mark.slow
 MODEL = "smollm2-135m"

@@ -12,25 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.doubles import TinySearch
 from helpers.data import SearchExample
 from helpers.reward import GroupRewards
 from helpers.runs import RunDir
-from helpers.search.types import SearchItem, SearchResult, SearchStats
 
 pytestmark = pytest.mark.slow
-
-
-class TinySearch:
-    name = "tiny"
-
-    def __init__(self):
-        self.stats = SearchStats()
-
-    def search(self, query):
-        result = SearchResult(ok=True, items=[SearchItem(title="Paris", content="Paris is the capital of France.")],
-                              latency=0.0)
-        self.stats.record(result)
-        return result
 
 
 def fixed_reward(group):

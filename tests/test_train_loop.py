@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import helpers.train as train_module
+from fixtures.doubles import FakeTrainer
 from helpers.data import SearchExample
 from helpers.advantages import assign_advantages
 from helpers.reward import score
@@ -16,38 +17,6 @@ from helpers.runs import read_jsonl
 from helpers.train import RunDir, TrainConfig, TrainingSession, batch_for_step, train
 
 EXAMPLES = [SearchExample(id=f"q{i}", question=f"question {i}?", answers=["right"], data_source="nq") for i in range(7)]
-
-
-class FakeTrainer:
-    """Records the call order; forward_backward returns the sampler logprobs as trainer logprobs."""
-
-    def __init__(self, log):
-        self.log = log
-        self.steps = 0
-
-    def save_weights_and_get_sampling_client(self):
-        self.log.append("sync")
-        return SimpleNamespace(version=self.steps)
-
-    def forward_backward(self, datums, loss_fn):
-        self.log.append(("fb", loss_fn, len(datums)))
-        outputs = [{"logprobs": d.loss_fn_inputs["logprobs"]} for d in datums]
-        return SimpleNamespace(loss_fn_outputs=outputs, metrics={"loss_sum": 1.0, "token_count": 3.0})
-
-    def optim_step(self, adam):
-        self.steps += 1
-        self.log.append("optim")
-        return SimpleNamespace(result=lambda: None)
-
-    def save_state(self, name):
-        self.log.append(("save", name))
-        return SimpleNamespace(path=f"fake://{name}")
-
-    def save_weights_for_sampler(self, name):
-        return SimpleNamespace(path=f"fake://{name}")
-
-    def load_state_with_optimizer(self, path):
-        self.log.append(("load", path))
 
 
 def fake_rollout(calls, crash_at=None):

@@ -21,27 +21,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fixtures.doubles import TinySearch
 from helpers.data import SearchExample
 from helpers.reward import GroupRewards
-from helpers.search.types import SearchItem, SearchResult, SearchStats
 
 pytestmark = pytest.mark.slow
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grpo_step_smollm2.json"
 BRANCH_REWARDS = [1.0, 0.0, 0.0, 0.5]
-
-
-class TinySearch:
-    name = "tiny"
-
-    def __init__(self):
-        self.stats = SearchStats()
-
-    def search(self, query):
-        result = SearchResult(ok=True, items=[SearchItem(title="Paris", content="Paris is the capital of France.")],
-                              latency=0.0)
-        self.stats.record(result)
-        return result
 
 
 def recorded_sequences(expected):

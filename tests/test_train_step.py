@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from types import SimpleNamespace
 
 import pytest
 
 import helpers.train as train_module
+from fixtures.doubles import FakeTrainer
 from helpers.data import SearchExample
-from helpers.reward import GroupRewards, make_reward, register_reward, reward_names, score
+from helpers.reward import GroupRewards, register_reward, score
+from helpers.reward_functions import make_reward, reward_names
 from helpers.rollout import AssistantTurn, RolloutGroups, RolloutStats, Trajectory, groups_of
 from helpers.runs import RunDir, add_config_arguments, config_from_args
 from helpers.train import TrainConfig, TrainingSession, extra_questions, train, train_step
@@ -19,28 +20,6 @@ from helpers.train import TrainConfig, TrainingSession, extra_questions, train, 
 # Questions whose id starts with "s" have signal: branch 0 answers right, the others wrong.
 EXAMPLES = [SearchExample(id=f"{'s' if i % 3 == 0 else 'n'}{i}", question=f"question {i}?", answers=["right"],
                           data_source="nq") for i in range(30)]
-
-
-class FakeTrainer:
-    def __init__(self):
-        self.sent = []
-        self.steps = 0
-
-    def save_weights_and_get_sampling_client(self):
-        return SimpleNamespace()
-
-    def forward_backward(self, datums, loss_fn):
-        self.sent.append(len(datums))
-        return SimpleNamespace(loss_fn_outputs=[{"logprobs": d.loss_fn_inputs["logprobs"]} for d in datums], metrics={})
-
-    def optim_step(self, adam):
-        self.steps += 1
-
-    def save_state(self, name):
-        return SimpleNamespace(path=f"fake://{name}")
-
-    def save_weights_for_sampler(self, name):
-        return SimpleNamespace(path=f"fake://{name}")
 
 
 def fake_rollout(seen):

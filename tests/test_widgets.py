@@ -19,7 +19,7 @@ from helpers.widgets import (
     tree_data,
     tree_html,
 )
-from helpers.widgets import exercises
+from helpers.checkers import exercises
 from helpers.widgets.bars import packing_stats
 from helpers.widgets.budgets import budgets
 from helpers.widgets.tokens import strip_summary, token_strip_html
@@ -349,7 +349,7 @@ def test_a_policy_keeps_its_colour_whichever_policies_are_shown_with_it():
     from matplotlib.colors import to_hex
 
     from helpers import efficiency as eff
-    from helpers.policies import POLICY_COLOURS, policy_colour
+    from helpers.analyse import POLICY_COLOURS, policy_colour
 
     matplotlib.use("Agg")
     points = [eff.BudgetPoint(p, b, 2, 0.1 * b, 1, b, 5, 50, 55, 0) for p in ("base", "sft", "sft_grpo") for b in range(3)]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import strategies as st
 
-from helpers.widgets.exercises import Verdict, report
+from helpers.checkers.exercises import Verdict, report
 
 SHOWN_CHARS = 160
 

@@ -1,4 +1,6 @@
-"""Checks for the group-anchored tool-call penalty (notebook 11).
+"""Checks for Perplexity's efficiency rewards and budget-forced evaluation (notebooks 11 and 12).
+
+The group-anchored tool-call penalty, as a function the learner writes (`check_tool_penalty`):
 
 pen_tool = alpha_win * p for a winner, alpha_lose * p + beta_lose for anyone else, with
 p = 1 - exp(-max(0, c~ - b_g)); no winner (b_g None) means no surplus, so p = 0.
@@ -7,11 +9,14 @@ p = 1 - exp(-max(0, c~ - b_g)); no winner (b_g None) means no surplus, so p = 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from hypothesis import strategies as st
 
 from helpers.checkers._runner import Case, Mismatch, Property, run_checks
+from helpers.checkers.exercises import report
+from helpers.efficiency.budget import BudgetPoint
 
 
 def _case(name: str, calls: list[int], winners: list[bool], baseline: int | None, expected: list[float],
@@ -57,3 +62,73 @@ def check_tool_penalty(fn: Any):
     return run_checks("tool_penalties", fn, TOOL_CASES, TOOL_PROPERTIES,
                       hint="p = 1 - exp(-max(0, calls - baseline)), 0 when baseline is None; "
                            "winners pay alpha_win * p, the rest alpha_lose * p + beta_lose")
+
+
+# --------------------------------------------------------------------------- worked numbers
+# Expected answers are worked out here from the formulas of Perplexity's post, not with rewards.py,
+# so a solution that uses those functions also checks them.
+
+
+def _numbers(guess: Any, n: int) -> list[float] | None:
+    try:
+        values = [float(x) for x in guess]
+    except (TypeError, ValueError):
+        return None
+    return values if len(values) == n else None
+
+
+def check_tool_penalties(guess: Any) -> bool:
+    e = math.exp
+    expected = [0.0, 0.0, 1.0 * (1 - e(-2)), 0.5 * (1 - e(-1)) + 0.1]
+    values = _numbers(guess, 4)
+    if values is None:
+        return report(False, "give four numbers: p = 1 - exp(-max(0, c - b_g)); winners alpha_win*p, "
+                              "the loser alpha_lose*p + beta_lose")
+    ok = all(abs(a - b) < 1e-6 for a, b in zip(values, expected))
+    return report(ok, f"you gave {[round(v, 4) for v in values]}; surplus calls over b_g = 2 are 0, 0, 2 "
+                       "and 1 — and the loser also pays beta_lose")
+
+
+def check_no_winner_advantages(guess: Any) -> bool:
+    values = _numbers(guess, 4)
+    if values is None:
+        return report(False, "give four advantages (reward minus the group's mean reward)")
+    return report(all(abs(v) < 1e-9 for v in values),
+                   "with no winner there is no baseline: everyone pays the same beta_lose, and a "
+                   "constant cancels in reward - mean")
+
+
+def check_length_penalty(guess: Any) -> bool:
+    if guess is None or guess is Ellipsis:
+        return report(False, "compute 1 - exp(-max(0, L / b_win - 1)) (300 is not above the cap 320)")
+    return report(abs(float(guess) - (1 - math.exp(-0.5))) < 1e-6,
+                   f"you gave {guess}; L / b_win - 1 = 300 / 200 - 1 = 0.5")
+
+
+def check_best_budget(points: Sequence[BudgetPoint], policy: str, guess: Any) -> bool:
+    mine = sorted((p for p in points if p.policy == policy), key=lambda p: p.budget)
+    if not mine:
+        return report(False, f"no points for policy {policy!r}")
+    top = max(p.accuracy for p in mine)
+    best = next(p.budget for p in mine if p.accuracy == top)
+    if guess is None or guess is Ellipsis:
+        return report(False, "the smallest budget whose accuracy equals the curve's maximum")
+    return report(int(guess) == best, f"you said {guess}; look for the first budget reaching {top:.3f}")
+
+
+def check_tokens_per_correct(points: Sequence[BudgetPoint], policy: str, budget: int, guess: Any) -> bool:
+    point = next((p for p in points if p.policy == policy and p.budget == budget), None)
+    if point is None:
+        return report(False, f"no point for {policy!r} at budget {budget}")
+    expected = math.inf if point.accuracy == 0 else point.tokens_per_question / point.accuracy
+    if guess is None or guess is Ellipsis:
+        return report(False, "tokens per question divided by the share answered correctly (inf if none)")
+    ok = (math.isinf(expected) and math.isinf(float(guess))) or (
+        not math.isinf(expected) and abs(float(guess) - expected) <= 1e-6 * max(1.0, expected))
+    return report(ok, f"you said {guess}; divide tokens_per_question by accuracy")
+
+
+def check_turns_for_budget(budget: int, guess: Any) -> bool:
+    if guess is None or guess is Ellipsis:
+        return report(False, "one assistant turn per search call, plus the turn that answers")
+    return report(int(guess) == budget + 1, f"you said {guess}; each call is its own turn, then one more")

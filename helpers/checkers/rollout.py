@@ -123,7 +123,7 @@ def consume_cases(tokenizer: Any) -> list[Case]:
 def check_consume_assistant(fn: Any, tokenizer: Any = None):
     """Run one-turn cases against `fn(trajectory, prompt_tokens, sequence, tokenizer, config)`."""
     if tokenizer is None:
-        from helpers.widgets.course import tokenizer as course_tokenizer
+        from helpers.course.state import tokenizer as course_tokenizer  # the engine only when a check needs it
 
         tokenizer = course_tokenizer()
     return run_checks("consume_assistant", fn, consume_cases(tokenizer),

@@ -28,30 +28,44 @@ Design decisions Perplexity's post leaves open (each one is tested in tests/test
 
 Also here: budget-forced evaluation (`budget_sweep`, the tool-efficiency curve), the gated reward as
 a reward function of the training step (`GatedReward`, registered as "gated": `TrainConfig(reward=
-"gated")`), a comparison of both rewards through that one step (`train_with_reward`), the notebook
-widgets and exercise checkers, and a command line:
+"gated")`), a comparison of both rewards through that one step (`train_with_reward`), views of the
+penalties and of the budget curve, and a command line:
 
     python -m helpers.efficiency compare ...   # GRPO with exact match and with the gated reward
     python -m helpers.efficiency budget ...    # accuracy and tokens vs search budget b = 0..10
 
 Modules: rewards (the gated reward and its penalties), budget (budget-forced evaluation),
-training (GRPO runs with either reward), widgets (notebook views and exercise checks), cli.
-Every name is re-exported here: use `from helpers import efficiency as eff; eff.<name>`.
+training (GRPO runs with either reward), widgets (the views), report, cli; the exercises on them are
+`helpers.checkers.efficiency`.
+Every name is reachable here: use `from helpers import efficiency as eff; eff.<name>`.
 """
 
 from __future__ import annotations
 
 from helpers.efficiency.budget import (BUDGETS, BudgetPoint, budget_config, budget_point, budget_sweep,
                                        load_budget_points, plot_tool_efficiency, trajectory_cost)
-from helpers.efficiency.cli import main, sampling_client_for
 from helpers.efficiency.rewards import (COMPONENTS, WEIGHTS, EfficiencyBreakdown, EfficiencyConfig, GatedReward,
                                         PreferenceFn, baseline_range, effective_calls, failed_calls_of,
                                         gated_reward, gated_reward_fn, generated_length, group_numbers,
                                         group_rng, length_baselines, length_penalties, sample_tool_baseline,
                                         score_group, tool_penalties)
-from helpers.efficiency.training import (COMPARISON, REWARDS, ReferenceLengths, comparison_reward, load_metrics,
-                                         plot_reward_comparison, train_with_reward)
-from helpers.efficiency.widgets import (breakdown_html, budget_curve_widget, check_best_budget,
-                                        check_length_penalty, check_no_winner_advantages,
-                                        check_tokens_per_correct, check_tool_penalties,
-                                        check_turns_for_budget, penalty_explorer)
+from helpers.efficiency.widgets import breakdown_html, budget_curve_widget, penalty_explorer
+
+# The comparison runs and the command line train through `helpers.train`, which names its reward
+# through `helpers.reward_functions`, which imports the gated reward from this package: so they
+# load on first use, and importing the reward never imports training.
+_TRAINING = ("COMPARISON", "REWARDS", "ReferenceLengths", "comparison_reward", "load_metrics",
+             "plot_reward_comparison", "train_with_reward")
+_CLI = ("main", "sampling_client_for")
+
+
+def __getattr__(name: str):
+    if name in _TRAINING:
+        from helpers.efficiency import training
+
+        return getattr(training, name)
+    if name in _CLI:
+        from helpers.efficiency import cli
+
+        return getattr(cli, name)
+    raise AttributeError(f"module 'helpers.efficiency' has no attribute {name!r}")

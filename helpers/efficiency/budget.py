@@ -14,9 +14,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from helpers.metrics import batch_summary, trajectory_facts
+from helpers.presets import SWEEP_BUDGETS as BUDGETS
 from helpers.rollout import RolloutConfig, rollout_batch
-
-BUDGETS = tuple(range(11))  # b = 0 (no search: parametric knowledge only) ... 10 (generous)
 
 
 @dataclass
@@ -117,7 +116,7 @@ def plot_tool_efficiency(points: Sequence[BudgetPoint], axes=None):
     from matplotlib.ticker import MaxNLocator
 
     from helpers.analyse import COLUMN_INCHES
-    from helpers.policies import policy_colour
+    from helpers.analyse import policy_colour
 
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(COLUMN_INCHES, 3.2), layout="constrained")

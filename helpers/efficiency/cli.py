@@ -10,20 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from helpers import config as course_config
+from helpers import presets
 from helpers.data import load_examples
-from helpers.efficiency.budget import BUDGETS
 from helpers.efficiency.report import write_report
 from helpers.efficiency.rewards import WEIGHTS, EfficiencyConfig
 from helpers.efficiency.training import COMPARISON
 from helpers.engine import connect
 from helpers.rollout import RolloutConfig
-from helpers.runs import add_config_arguments, config_from_args, write_json
+from helpers.runs import add_config_arguments, config_from_args, updated, write_json
 from helpers.search import create_search_client
 from helpers.tracking import DEFAULT_TRACKER, TRACKERS, open_tracker
 from helpers.train import TrainConfig
 
-SWEEP_ROLLOUT = RolloutConfig(temperature=0.6, max_assistant_turns=12, max_tool_response_tokens=512,
-                              max_trajectory_tokens=8192)
+SWEEP_ROLLOUT = updated(RolloutConfig(), presets.SWEEP_ROLLOUT)  # the sweep's own rollout
 
 
 def sampling_client_for(service: Any, model: str, checkpoint: str | None) -> Any:
@@ -44,8 +43,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
     parser = argparse.ArgumentParser(prog="python -m helpers.efficiency")
     sub = parser.add_subparsers(dest="command", required=True)
     compare = sub.add_parser("compare", help="GRPO with the plain and with the gated reward")
-    add_config_arguments(compare, TrainConfig, TrainConfig(max_steps=10, questions_per_batch=4,
-                                                            rollout=RolloutConfig(group_size=4), out="results/efficiency"))
+    add_config_arguments(compare, TrainConfig, updated(TrainConfig(), presets.EFFICIENCY_COMPARE))
     compare.add_argument("--rewards", default="exact_match,gated")
     compare.add_argument("--length-reference", default="group", choices=("group", "initial"))
     for f in WEIGHTS:
@@ -54,10 +52,9 @@ def main(argv: Sequence[str] | None = None) -> Any:
     budget.add_argument("--model", default=None)
     budget.add_argument("--policy", action="append", default=[],
                         help="NAME=CHECKPOINT (sampler weights or save_state path); NAME= for the base")
-    budget.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    budget.add_argument("--budgets", default=",".join(map(str, presets.SWEEP_BUDGETS)))
     budget.add_argument("--split", default="test")
     budget.add_argument("--limit", type=int, default=50)
-    # the sweep's own rollout: room for up to 10 searches, and some sampling spread
     add_config_arguments(budget, RolloutConfig, SWEEP_ROLLOUT, prefix="rollout.")
     budget.add_argument("--out", default="results/efficiency/budget_sweep.json")
     budget.add_argument("--tracker", default=DEFAULT_TRACKER, choices=TRACKERS,

@@ -1,9 +1,9 @@
-"""Notebook widgets (notebooks 11, 12) and the exercise checks."""
+"""Views of the gated reward and of the tool-efficiency curve: the penalty explorer, a table of every
+term of R, and the budget curve of a sweep."""
 
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -102,7 +102,7 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from helpers.policies import policy_colour
+    from helpers.analyse import policy_colour
 
     policies = list(dict.fromkeys(p.policy for p in points))
     pick = widgets.SelectMultiple(options=policies, value=tuple(policies), description="policies",
@@ -140,79 +140,3 @@ def budget_curve_widget(points: Sequence[BudgetPoint]):
     box.controls = {"policies": pick, "metric": metric}
     box.drawn = drawn  # the axes of the last drawing ("axes"), for tests
     return box
-
-
-# ---------------------------------------------------------------- exercises (notebooks 11, 12)
-# Expected answers are worked out here from the formulas of Perplexity's post, not with rewards.py,
-# so a solution that uses those functions also checks them.
-
-
-def _report(ok: bool, hint: str) -> bool:
-    from helpers.widgets.exercises import report
-
-    return report(ok, hint)
-
-
-def _numbers(guess: Any, n: int) -> list[float] | None:
-    try:
-        values = [float(x) for x in guess]
-    except (TypeError, ValueError):
-        return None
-    return values if len(values) == n else None
-
-
-def check_tool_penalties(guess: Any) -> bool:
-    e = math.exp
-    expected = [0.0, 0.0, 1.0 * (1 - e(-2)), 0.5 * (1 - e(-1)) + 0.1]
-    values = _numbers(guess, 4)
-    if values is None:
-        return _report(False, "give four numbers: p = 1 - exp(-max(0, c - b_g)); winners alpha_win*p, "
-                              "the loser alpha_lose*p + beta_lose")
-    ok = all(abs(a - b) < 1e-6 for a, b in zip(values, expected))
-    return _report(ok, f"you gave {[round(v, 4) for v in values]}; surplus calls over b_g = 2 are 0, 0, 2 "
-                       "and 1 — and the loser also pays beta_lose")
-
-
-def check_no_winner_advantages(guess: Any) -> bool:
-    values = _numbers(guess, 4)
-    if values is None:
-        return _report(False, "give four advantages (reward minus the group's mean reward)")
-    return _report(all(abs(v) < 1e-9 for v in values),
-                   "with no winner there is no baseline: everyone pays the same beta_lose, and a "
-                   "constant cancels in reward - mean")
-
-
-def check_length_penalty(guess: Any) -> bool:
-    if guess is None or guess is Ellipsis:
-        return _report(False, "compute 1 - exp(-max(0, L / b_win - 1)) (300 is not above the cap 320)")
-    return _report(abs(float(guess) - (1 - math.exp(-0.5))) < 1e-6,
-                   f"you gave {guess}; L / b_win - 1 = 300 / 200 - 1 = 0.5")
-
-
-def check_best_budget(points: Sequence[BudgetPoint], policy: str, guess: Any) -> bool:
-    mine = sorted((p for p in points if p.policy == policy), key=lambda p: p.budget)
-    if not mine:
-        return _report(False, f"no points for policy {policy!r}")
-    top = max(p.accuracy for p in mine)
-    best = next(p.budget for p in mine if p.accuracy == top)
-    if guess is None or guess is Ellipsis:
-        return _report(False, "the smallest budget whose accuracy equals the curve's maximum")
-    return _report(int(guess) == best, f"you said {guess}; look for the first budget reaching {top:.3f}")
-
-
-def check_tokens_per_correct(points: Sequence[BudgetPoint], policy: str, budget: int, guess: Any) -> bool:
-    point = next((p for p in points if p.policy == policy and p.budget == budget), None)
-    if point is None:
-        return _report(False, f"no point for {policy!r} at budget {budget}")
-    expected = math.inf if point.accuracy == 0 else point.tokens_per_question / point.accuracy
-    if guess is None or guess is Ellipsis:
-        return _report(False, "tokens per question divided by the share answered correctly (inf if none)")
-    ok = (math.isinf(expected) and math.isinf(float(guess))) or (
-        not math.isinf(expected) and abs(float(guess) - expected) <= 1e-6 * max(1.0, expected))
-    return _report(ok, f"you said {guess}; divide tokens_per_question by accuracy")
-
-
-def check_turns_for_budget(budget: int, guess: Any) -> bool:
-    if guess is None or guess is Ellipsis:
-        return _report(False, "one assistant turn per search call, plus the turn that answers")
-    return _report(int(guess) == budget + 1, f"you said {guess}; each call is its own turn, then one more")

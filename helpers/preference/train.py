@@ -2,7 +2,7 @@
 
 `train_preference(train_pairs, config)` returns a `Preference` (model + tokenizer + what it was
 trained with). `symmetrise=True` optimises the post's L_sym (each pair in both orders),
-`symmetrise=False` the one-order loss on the pairs as given: the comparison of notebook 14.
+`symmetrise=False` the one-order loss on the pairs as given: the model the symmetrised one is compared with.
 """
 
 from __future__ import annotations

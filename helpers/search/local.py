@@ -229,6 +229,14 @@ def build_index(corpus: str | Path | None = None, index_dir: str | Path | None =
     return index_dir
 
 
+def require_index(index_dir: str | Path | None = None) -> Path:
+    """The index folder, or `config.SetupRequired` saying how to build it."""
+    index_dir = Path(index_dir) if index_dir else default_index_dir()
+    if not (index_dir / "manifest.json").exists():
+        raise config.SetupRequired(f"no search index in {index_dir}: run {config.SETUP_COMMAND}, which builds it")
+    return index_dir
+
+
 class LocalIndex:
     """A loaded BM25 index and its passages; thread-safe searches."""
 
@@ -240,10 +248,7 @@ class LocalIndex:
 
     @classmethod
     def load(cls, index_dir: str | Path | None = None) -> "LocalIndex":
-        index_dir = Path(index_dir) if index_dir else default_index_dir()
-        if not (index_dir / "manifest.json").exists():
-            raise FileNotFoundError(f"no search index in {index_dir}: run `make setup` "
-                                    "(or `python -c 'from helpers.search.local import build_index; build_index()'`).")
+        index_dir = require_index(index_dir)
         retriever = bm25s.BM25.load(str(index_dir), show_progress=False)
         passages = []
         with (index_dir / "passages.jsonl").open(encoding="utf-8") as handle:
@@ -316,6 +321,8 @@ class LocalSearchClient:
 
     def __init__(self, index: LocalIndex | None = None, *, topk: int = 3,
                  max_chars: int = MAX_CONTENT_CHARS, index_dir: str | Path | None = None):
+        if index is None:  # a missing index stops the run here, before any rollout searches
+            require_index(index_dir)
         self._index = index
         self._index_dir = index_dir
         self.topk = topk

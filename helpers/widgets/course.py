@@ -1,62 +1,21 @@
-"""Glue the notebooks share: one engine per kernel, a small rollout from budget values, and a
-place to hand results from one notebook to the next.
-
-Handing over is only a shortcut: every notebook recomputes what it needs when the earlier
-notebook has not been run (or was run with another profile or model).
-"""
+"""Glue the notebooks share: a small rollout from budget values, teacher-forced trajectories, and
+the search trajectory the later notebooks show (kernel state itself is `helpers.course.state`)."""
 
 from __future__ import annotations
 
-import pickle
-from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
 
 import pytrio as trio
 
-from helpers import config
+from helpers.course.state import engine, recall, remember, search_client, tokenizer
 from helpers.data import load_examples
-from helpers.engine import connect
-from helpers.models import load_tokenizer
 from helpers.protocol import build_messages, build_prompt, call_text, stop_token_ids, template_family
 from helpers.reward import score
 from helpers.rollout import RolloutConfig, Trajectory, consume_assistant, finish_search, groups_of, rollout_batch
 from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
 from helpers.runs import updated
-from helpers.search import create_search_client
 from helpers.widgets.budgets import budgets, rollout_kwargs
-
-
-@dataclass
-class Engine:
-    model: str
-    service: Any
-    sampler: Any
-    tokenizer: Any
-
-
-@lru_cache(maxsize=2)
-def engine(model: str | None = None) -> Engine:
-    """A sampling client on the base model (loaded once per kernel) and its tokenizer."""
-
-    name = model or config.default_model()
-    service = connect()
-    sampler = service.create_sampling_client(base_model=name)
-    return Engine(name, service, sampler, sampler.get_tokenizer())
-
-
-@lru_cache(maxsize=2)
-def tokenizer(model: str | None = None):
-    """Just the tokenizer (no model weights): enough for notebooks that only count or show tokens."""
-
-    return load_tokenizer(model or config.default_model())
-
-
-@lru_cache(maxsize=1)
-def search_client(backend: str = "local"):
-    return create_search_client(backend)
 
 
 def rollout_config(values: dict[str, Any], seed: int = 0, **overrides: Any):
@@ -80,33 +39,6 @@ def run_rollout(examples: Sequence[Any], values: dict[str, Any], *, sampler: Any
         sampler, tokenizer = sampler or current.sampler, tokenizer or current.tokenizer
     return rollout_batch(sampler, tokenizer, search or search_client(), list(examples),
                          rollout_config(values, seed, **overrides), progress=progress)
-
-
-def state_dir() -> Path:
-    """This checkout's hand-overs between notebooks, per profile and model."""
-    path = config.RUNS_DIR / "course-state" / f"{config.profile()}-{config.default_model()}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def remember(name: str, value: Any) -> Path:
-    """Keep a result (e.g. notebook 05's rollout) for the notebooks that follow."""
-    path = state_dir() / f"{name}.pkl"
-    with path.open("wb") as handle:
-        pickle.dump(value, handle)
-    return path
-
-
-def recall(name: str) -> Any | None:
-    """What an earlier notebook remembered, or None (then recompute it)."""
-    path = state_dir() / f"{name}.pkl"
-    if not path.exists():
-        return None
-    try:
-        with path.open("rb") as handle:
-            return pickle.load(handle)
-    except Exception:  # written by another version of the code: recompute
-        return None
 
 
 def forced_sequence(sampler: Any, tokenizer: Any, prompt_tokens: Sequence[int], text: str) -> Any:
@@ -163,7 +95,7 @@ def search_trajectory(values: dict[str, Any] | None = None, policy: Any = None) 
     """A trajectory with at least one search turn, and where it came from.
 
     Prefers a sampled one from notebook 05's rollout, which rolls out with the trained policy
-    (recomputed when missing: with `policy` — a `helpers.policies.Policy` — or else the base
+    (recomputed when missing: with `policy` — a `helpers.course.policies.Policy` — or else the base
     model), on the running example when it searched there; when the policy never searched, falls
     back to a teacher-forced trajectory of the running example's two hops.
     """

@@ -2,7 +2,7 @@
 and 10) and the live budget slider (notebook 12), and the questions where a budget matters.
 
 A run function takes the widget's values — every budget, "policy" (what
-`helpers.policies.load_policy` takes), "question" (an example) and "search_topk" (passages per
+`helpers.course.policies.load_policy` takes), "question" (an example) and "search_topk" (passages per
 search) — and returns TrajectoryTree data. It reports progress and stops at the next sampling
 request once the learner has moved a slider again (see `RunControl`).
 """
@@ -14,13 +14,14 @@ from functools import lru_cache
 from itertools import zip_longest
 from typing import Any, Callable, Sequence
 
+from helpers.course.policies import (POLICY_LABELS, RECORDED_RUN, SEARCHES_AGAIN, TRAINED_POLICY, load_policy,
+                                     recorded_or_learner, run_dir)
+from helpers.course.state import search_client
 from helpers.data import SearchExample, load_examples
-from helpers.policies import (POLICY_LABELS, RECORDED_RUN, SEARCHES_AGAIN, TRAINED_POLICY, load_policy,
-                              recorded_or_learner, run_dir)
 from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
 from helpers.runs import read_jsonl
 from helpers.widgets.adapters import tree_data
-from helpers.widgets.course import forced_trajectory, rollout_config, search_client
+from helpers.widgets.course import forced_trajectory, rollout_config
 from helpers.widgets.measured import SWEEP_BUDGETS, measured_rows
 
 

@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from helpers.presets import MEASURED_PLAYGROUND, MEASURED_SWEEP
 from helpers import config
 from helpers.data import SearchExample, load_examples
-from helpers.policies import SEARCHES_AGAIN, TRAINED_POLICY, load_policy
+from helpers.course.policies import SEARCHES_AGAIN, TRAINED_POLICY, load_policy
 from helpers.runs import append_jsonl, read_jsonl
 from helpers.widgets.budgets import budgets
 
@@ -54,15 +55,14 @@ CANDIDATES = (
     "5a7a1b165542996c55b2dd10",  # Who was born first, Connie Willis or Margaret Landon?
     "5a7e5ec25542991319bc947a",  # Which tennis player is younger, John Newcombe or Květa Peschke?
 )
-SWEEP_BUDGETS = (1, 3)  # b = 0 needs no measurement: a policy that calls ends on its call (−0.1)
-SWEEP_TEMPERATURE = 0.6  # as in notebook 12 and Perplexity's post
+SWEEP_BUDGETS = MEASURED_SWEEP["budgets"]
 
 
 def playground_config(values: dict[str, Any] | None = None) -> Any:
     """The playground's budgets, one greedy trajectory (what the "twice" prompts are measured with)."""
     from helpers.widgets.course import rollout_config
 
-    return rollout_config(values or budgets("full"), seed=1, group_size=1, temperature=0.0)
+    return rollout_config(values or budgets("full"), **MEASURED_PLAYGROUND)
 
 
 def sweep_config(budget: int, values: dict[str, Any] | None = None) -> Any:
@@ -71,7 +71,7 @@ def sweep_config(budget: int, values: dict[str, Any] | None = None) -> Any:
     from helpers.widgets.course import rollout_config
 
     values = values or budgets("full")
-    return budget_config(budget, rollout_config(values, temperature=SWEEP_TEMPERATURE,
+    return budget_config(budget, rollout_config(values, temperature=MEASURED_SWEEP["temperature"],
                                                 max_assistant_tokens=values["sweep_assistant_tokens"]))
 
 

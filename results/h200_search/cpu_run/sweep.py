@@ -5,7 +5,7 @@ and questions per step make a 6-step GRPO run from the recorded SFT adapter visi
     COURSE_DTYPE=float32 COURSE_ENGINE_COMPILE=0 python results/h200_search/cpu_run/sweep.py run LR Q SEED 'RATES*.jsonl' OUT STEPS
 
 `rates`: the SFT adapter's answers to train questions 801-896 (the GRPO part), one sample each at
-temperature 1 with seed SEED (8 seeds in parallel give `helpers.learnable.ANSWER_RATES`).
+temperature 1 with seed SEED (8 seeds in parallel give `helpers.course.learnable.ANSWER_RATES`).
 `run`: GRPO on the 4 most learnable questions (`CPU_RUN`'s sizes, learning rate LR, Q questions
 per step, STEPS steps), then 8 fresh samples per question from the trained policy. One JSON line
 per run: the answer rate of each question before (from the rates) and after, and the step rewards.
@@ -20,13 +20,13 @@ import time
 
 from helpers.data import load_examples
 from helpers.eval import EvalConfig, evaluate
-from helpers.learnable import CPU_RUN, SFT_START, answer_rates, cpu_run_config, learnable_ids
+from helpers.course.learnable import CPU_RUN, SFT_START, answer_rates, cpu_run_config, learnable_ids
 from helpers.rollout import RolloutConfig
 from helpers.runs import read_jsonl, write_jsonl
 from helpers.train import open_session, train
-from helpers.widgets.budgets import FULL
+from helpers.presets import PROFILES
 
-ROLLOUT = RolloutConfig(**{k: v for k, v in FULL.items() if k in RolloutConfig.__dataclass_fields__})
+ROLLOUT = RolloutConfig(**{k: v for k, v in PROFILES["full"].items() if k in RolloutConfig.__dataclass_fields__})
 
 
 def rates(seed: str, out: str) -> None:

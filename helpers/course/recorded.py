@@ -3,11 +3,11 @@
 Every number the course states about a recorded run comes from these files, so a re-recorded run
 changes the text with it:
 
-    from helpers.recorded import eval_summary, running_example_outcome
+    from helpers.course.recorded import eval_summary, running_example_outcome
     eval_summary("base_agent")["format_rate"]      # the base model's share of well-formed answers
     running_example_outcome("sft_grpo").answer     # what SFT + GRPO answered on the running example
 
-`RECORDED_RUN` (`helpers.policies`) names the run the README reports; a run's evaluation rows are
+`RECORDED_RUN` (`helpers.course.policies`) names the run the README reports; a run's evaluation rows are
 `results/<run>/eval/<label>.jsonl` (labels `base_agent`, `base_closed_book`, `base_rag`, `sft`,
 `sft_grpo`), its training metrics `results/<run>/<stage>/metrics.jsonl`.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from helpers import config
 from helpers.analyse import first_last_quarter, summarise
-from helpers.policies import RECORDED_RUN
+from helpers.course.policies import RECORDED_RUN
 from helpers.running_example import RUNNING_EXAMPLE
 from helpers.runs import read_jsonl
 

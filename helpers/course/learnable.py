@@ -6,8 +6,8 @@ neither 0 nor 1. That rate is measured, not guessed: `record_answer_rates` evalu
 policy several times per question (sampling at temperature 1, one seed per pass) on the *train*
 split, and `learnable_examples` keeps the questions whose rate lies inside a band.
 
-    python -m helpers.learnable record --samples 8 --limit 96 --skip 800   # once, where the policy runs fast
-    python -m helpers.learnable show                              # the questions a CPU run would use
+    python -m helpers.course.learnable record --samples 8 --limit 96 --skip 800   # once, where the policy runs fast
+    python -m helpers.course.learnable show                              # the questions a CPU run would use
 
 The run starts from the SFT adapter of the recorded GPU run (`SFT_START`); the selection is read
 from `ANSWER_RATES`. Both are paths under `results/`, so a learner's machine only reads them.
@@ -24,20 +24,14 @@ from typing import Any
 
 from helpers.data import load_examples
 from helpers.eval import EvalConfig, evaluate
-from helpers.policies import adapter_dir, run_dir
+from helpers.course.policies import adapter_dir, run_dir
+from helpers.presets import CPU_RUN
 from helpers.runs import read_jsonl, write_jsonl
 from helpers.train import TrainConfig
 
 SFT_START = adapter_dir("sft")  # the SFT adapter a CPU GRPO run starts from (the recorded run's)
 ANSWER_RATES = run_dir() / "answer_rates" / "train.jsonl"  # sampled answers of that policy, train split
 BAND = (0.25, 0.75)  # answer rates that leave room to rise and to fall
-# The CPU run of notebook 09 (full profile, 2 cores): four questions, one per step, each sampled 4
-# times, for 6 steps, and a wall-clock budget after which training stops cleanly with what it has.
-# Chosen by a sweep of this exact run (fp32, as on a CPU) on an H200, 4 seeds per setting
-# (results/h200_search/cpu_run/README.md): at this learning rate the 4 questions' answer rate rose
-# from 0.56 to 0.88-1.00; at 1e-3 the policy lost its format within a few steps.
-CPU_RUN = {"questions": 4, "questions_per_step": 1, "group_size": 4, "steps": 6, "learning_rate": 1e-4,
-           "minutes": 15.0}
 
 
 def answer_rates(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[float, int]]:
@@ -62,7 +56,7 @@ def learnable_ids(rates: dict[str, tuple[float, int]], band: tuple[float, float]
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no recorded answers at {path}: record them with `python -m helpers.learnable record`")
+        raise FileNotFoundError(f"no recorded answers at {path}: record them with `python -m helpers.course.learnable record`")
     return read_jsonl(path)
 
 
@@ -79,8 +73,9 @@ def learnable_examples(path: str | Path = ANSWER_RATES, split: str = "train", li
 
 
 def cpu_run_config(rollout: Any, out: str | Path, **overrides: Any) -> TrainConfig:
-    """The TrainConfig of the CPU run: `CPU_RUN`'s sizes from the recorded SFT adapter, under the
-    rollout budgets `rollout` (a RolloutConfig), stopping cleanly after `CPU_RUN["minutes"]`."""
+    """The TrainConfig of notebook 09's run that learns on a CPU: `helpers.presets.CPU_RUN`'s sizes
+    from the recorded SFT adapter, under the rollout budgets `rollout` (a RolloutConfig),
+    stopping cleanly after `CPU_RUN["minutes"]`."""
     rollout = dataclasses.replace(rollout, group_size=CPU_RUN["group_size"])
     settings = dict(init_from=str(SFT_START), max_steps=CPU_RUN["steps"], max_minutes=CPU_RUN["minutes"],
                     questions_per_batch=CPU_RUN["questions_per_step"], learning_rate=CPU_RUN["learning_rate"],
@@ -104,7 +99,7 @@ def record_answer_rates(model_path: str | Path = SFT_START, out: str | Path = AN
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m helpers.learnable", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m helpers.course.learnable", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     record = commands.add_parser("record", help="sample the starting policy's answers on the train split")
     record.add_argument("--model-path", default=str(SFT_START))

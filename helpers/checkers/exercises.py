@@ -1,4 +1,4 @@
-"""Self-checking exercises for the notebooks.
+"""Self-checking exercises for the notebooks (the checkers of a whole function are the sibling modules).
 
 Every `check_*` prints "correct" or "not yet: <hint>" and returns True/False; it never raises
 on a wrong answer, so a learner can try again. The expected answers are stated here from the

@@ -1,7 +1,7 @@
 """The policies a learner can run: the base model, the recorded run's SFT and SFT + GRPO adapters,
 or a checkpoint of their own (notebook 09's).
 
-    from helpers.policies import load_policy
+    from helpers.course.policies import load_policy
     policy = load_policy("sft_grpo")          # or "base", "sft", or a checkpoint path
     policy.sampler.sample(...)                # a SamplingClient; policy.tokenizer is its tokenizer
 
@@ -21,6 +21,7 @@ from typing import Any
 from pytrio import PyTrioError
 
 from helpers import config
+from helpers.course.state import engine, recall
 
 # The recorded GPU run whose adapters the live widgets use (results/<run>/adapter, .../sft_adapter).
 RECORDED_RUN = "h200_search"
@@ -28,23 +29,11 @@ RECORDED_RUN = "h200_search"
 RECORDED_ADAPTERS = {"base": None, "sft": "sft_adapter", "sft_grpo": "adapter"}
 POLICY_LABELS = {"base": "base model", "sft": "SFT", "sft_grpo": "SFT + GRPO"}
 # One colour per policy in every plot and widget, whichever policies are shown together.
-POLICY_COLOURS = {"base": "#7f7f7f", "sft": "#1f77b4", "sft_grpo": "#d62728"}
-# Any other name (a checkpoint, a reward's run) draws from these, by a hash of its name.
-OTHER_COLOURS = ("#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 TRAINED_POLICY = "sft_grpo"
 # The policy that searches again when its first search did not settle the question: the budget
 # playground's "twice" prompts run it. The recorded SFT policy does (on HotpotQA comparison
 # questions); SFT + GRPO almost never searches twice. A later policy that searches again is named here.
 SEARCHES_AGAIN = "sft"
-
-
-def policy_colour(name: str) -> str:
-    """The colour of policy `name`: fixed for the recorded policies, stable for any other name."""
-    import zlib
-
-    if name in POLICY_COLOURS:
-        return POLICY_COLOURS[name]
-    return OTHER_COLOURS[zlib.crc32(str(name).encode("utf-8")) % len(OTHER_COLOURS)]
 
 
 class PolicyNotAvailable(ValueError):
@@ -110,8 +99,6 @@ def unavailable_reason(name: str, model: str | None = None, run: str | None = No
 
 def _learner_paths() -> dict[str, str]:
     """Notebook 09's checkpoints in this profile by recorded-policy name ("sft", "sft_grpo")."""
-    from helpers.widgets.course import recall
-
     trained = recall("training_09") or {}
     found = {"sft_grpo": (trained.get("summary") or {}).get("sampler_path"), "sft": trained.get("sft")}
     # a checkpoint deleted since (or a runs/ folder moved) is no choice at all
@@ -180,8 +167,6 @@ def load_policy(policy: str | None = None, *, model: str | None = None, service:
                 raise PolicyNotAvailable(f"{path} was trained on {meta.get('base_model')!r}, but this profile's model "
                                          f"is {model!r}; set COURSE_MODEL to match or pick another policy")
     if service is None:
-        from helpers.widgets.course import engine
-
         service = engine(model).service
     try:
         sampler = service.create_sampling_client(base_model=model, model_path=path)
