@@ -353,7 +353,8 @@ from IPython.display import display
 
 from helpers.course.learnable import SFT_START
 from helpers.course.policies import unavailable_reason
-from helpers.reward import make_reward, register_reward
+from helpers.reward import register_reward
+from helpers.reward_functions import make_reward
 from helpers.train import TrainConfig, train
 from helpers.widgets import TrainingDashboard
 from helpers.widgets.course import rollout_config

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from helpers.efficiency import EfficiencyConfig, GatedReward, ReferenceLengths, score_group
 from helpers.preference import PreferenceScore
-from helpers.reward import make_reward
+from helpers.reward_functions import make_reward
 from helpers.rubrics import (CITATION_MARK, RUBRIC_SHARE, make_rubric_prompts, mix_prompts, pass_at_k_filter)
 
 member = st.tuples(st.integers(0, 1), st.integers(0, 5), st.integers(1, 400), st.floats(0, 1), st.integers(1, 400))
