@@ -112,7 +112,7 @@ def test_evaluation_notebook_shows_its_tables_as_html_tables(lab):
             first = tables.nth(0)
             first.scroll_into_view_if_needed()
             head = [h.strip() for h in first.locator("th").all_inner_texts()]
-            assert head[:4] == ["source", "EM strict base", "EM strict checkpoint", "Δ strict"]
+            assert head[:4] == ["source", "EM strict start", "EM strict trained", "Δ strict"]
             details = outputs.locator("details").first
             full = details.locator("table.srt-table")
             expect(full).to_be_hidden()
@@ -207,7 +207,7 @@ window.ready = true;
             assert "srt-answer-bad-format" in answers.nth(1).get_attribute("class")
             assert "gold: Lyon" in page.locator("[data-testid=tree-root]").inner_text()
             # a question typed by the learner has no reference: no empty gold, no exact match claimed
-            page.evaluate("window.treeModel.set('data', {...window.treeModel.get('data'), answers: []})")
+            page.evaluate("window.treeModel.set('data', {...window.treeModel.get('data'), answers: [], gold: null})")
             assert "no reference answer" in page.locator("[data-testid=tree-root]").inner_text()
             assert "exact match" not in page.locator("[data-testid=tree-details]").inner_text()
             page.locator("[data-testid=token]").nth(1).click()

@@ -281,8 +281,12 @@ def test_internal_micro_batches_do_not_change_the_gradient(service, prompt, monk
         grads.append((out.metrics["loss_sum"], [p.grad.clone() for p in tc._run.params]))
         tc.optim_step(trio.AdamParams(learning_rate=0.0)).result()
     assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-5)
+    scale = max(float(g.abs().max()) for g in grads[0][1])
+    assert scale > 0
+    # the same gradient up to fp32 rounding, which differs with the shapes of the two computations
+    # (a lost micro-batch or a wrong weighting is off by far more than 1e-4 of the largest entry)
     for a, b in zip(grads[0][1], grads[1][1]):
-        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+        assert float((a - b).abs().max()) <= 1e-4 * scale
 
 
 def _policy_datum(ids, trained_from):
