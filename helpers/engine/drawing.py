@@ -11,6 +11,17 @@ import random
 from dataclasses import dataclass, field
 
 
+LENGTH_BUCKET = 512  # static cache lengths are multiples of this: few shapes, few CUDA graphs
+
+
+def bucket_rows(n: int) -> int:
+    """Rows of a fixed-shape decode batch: a power of two >= 8, so a run meets a handful of shapes."""
+    size = 8
+    while size < n:
+        size *= 2
+    return size
+
+
 @dataclass
 class Row:
     prompt: list[int]

@@ -321,28 +321,18 @@ class GraphDecoder:
         return graph.replay
 
 
-def _bucket_rows(n: int) -> int:
-    size = 8
-    while size < n:
-        size *= 2
-    return size
-
-
-LENGTH_BUCKET = 512
-
-
 def decode_graphs(host, rows: list, logits, prefix, mask, next_pos) -> None:
     """Fill every row's tokens, logprobs and stop reason, decoding in replayed chunks of GRAPH_STEPS."""
     import torch
 
-    from helpers.engine.drawing import DrawParams, collect
+    from helpers.engine.drawing import LENGTH_BUCKET, DrawParams, bucket_rows, collect
 
     decoder = host.graph_decoder()
     slot = host.active_slot
     weights = DecoderWeights.gather(host, slot)
     dyn_cache, index = prefix
     n_rows, width = len(rows), mask.shape[1]
-    batch = _bucket_rows(n_rows)
+    batch = bucket_rows(n_rows)
     steps = max(r.max_tokens for r in rows)
     length = -(-(width + steps + GRAPH_STEPS) // LENGTH_BUCKET) * LENGTH_BUCKET
     state = decoder.state(weights, batch, length)

@@ -24,7 +24,7 @@ import random
 
 from pytrio.types import SampleResponse, SampleSequence
 
-from helpers.engine.drawing import DrawParams, Row, accept, collect, draw
+from helpers.engine.drawing import LENGTH_BUCKET, DrawParams, Row, accept, bucket_rows, collect, draw
 
 
 def split_stop(stop) -> tuple[list[str], list[int]]:
@@ -187,16 +187,6 @@ def _decode_dynamic(host, rows, logits, prefix, mask, next_pos) -> None:
         step += 1
 
 
-def _bucket_rows(n: int) -> int:
-    size = 8
-    while size < n:
-        size *= 2
-    return size
-
-
-LENGTH_BUCKET = 512  # static cache lengths are multiples of this: few shapes, few CUDA graphs
-
-
 def _decode_static(host, rows, logits, prefix, mask, next_pos) -> None:
     """Decode with a static KV cache and fixed shapes, so the step can be compiled (CUDA graphs).
 
@@ -214,7 +204,7 @@ def _decode_static(host, rows, logits, prefix, mask, next_pos) -> None:
     device = host.device
     dyn_cache, index = prefix
     n_rows, width = len(rows), mask.shape[1]
-    batch = _bucket_rows(n_rows)
+    batch = bucket_rows(n_rows)
     steps = max(r.max_tokens for r in rows)
     length = -(-(width + steps) // LENGTH_BUCKET) * LENGTH_BUCKET
     fill = torch.zeros(batch - n_rows, dtype=index.dtype, device=device)
