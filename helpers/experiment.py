@@ -235,9 +235,16 @@ def _policy_of(config: TrainConfig) -> str | None:
     return last["path"] if last else None
 
 
+def evaluations(plan: Plan) -> tuple[tuple[str, str, str | None], ...]:
+    """`EVALS`, and for a staged recipe one `stage_<name>` evaluation per stage (that stage's policy),
+    so the report can say which stage moved what; `sft_grpo` stays the last stage that has a checkpoint."""
+    return EVALS + tuple((f"stage_{name}", "agent", name) for name in plan.stages)
+
+
 def stage_eval(plan: Plan, max_minutes: float | None, only: Sequence[str] | None = None) -> dict[str, str]:
     started = time.perf_counter()
-    labels = [label for label, _, _ in EVALS]
+    evals = evaluations(plan)
+    labels = [label for label, _, _ in evals]
     unknown = sorted(set(only or ()) - set(labels))
     if unknown:
         raise SystemExit(f"--only: unknown evaluation(s) {unknown}; choose from {labels}")
@@ -245,7 +252,7 @@ def stage_eval(plan: Plan, max_minutes: float | None, only: Sequence[str] | None
     folder.mkdir(parents=True, exist_ok=True)
     done: dict[str, str] = {}
     durations: list[float] = []
-    for label, mode, source in EVALS:
+    for label, mode, source in evals:
         if only and label not in only:
             continue
         path = folder / f"{label}.jsonl"
@@ -255,10 +262,10 @@ def stage_eval(plan: Plan, max_minutes: float | None, only: Sequence[str] | None
         model_path = None
         if source == "sft":
             model_path = _sft_result(plan)["sampler_path"]
-        elif source == "grpo":
-            model_path = grpo_policy_path(plan)
+        elif source is not None:
+            model_path = grpo_policy_path(plan) if source == "grpo" else _policy_of(plan.stages[source])
             if model_path is None:
-                print("skipping sft_grpo: no GRPO checkpoint yet", flush=True)
+                print(f"skipping {label}: no GRPO checkpoint yet", flush=True)
                 continue
         if max_minutes is not None and durations:
             if (time.perf_counter() - started) + max(durations) > max_minutes * 60:
@@ -387,7 +394,7 @@ def stage_report(plan: Plan) -> Path:
                   + (f"; probability of `<tool_call>` where a demonstration calls search: "
                      f"{sft_result['call_marker_prob']:.2f}" if sft_result.get("call_marker_prob") is not None else "")
                   + ".", ""]
-    evals = {label: read_jsonl(out / "eval" / f"{label}.jsonl") for label, _, _ in EVALS
+    evals = {label: read_jsonl(out / "eval" / f"{label}.jsonl") for label, _, _ in evaluations(plan)
              if (out / "eval" / f"{label}.jsonl").exists()}
     if evals:
         summaries = {label: summarise(rows) for label, rows in evals.items()}

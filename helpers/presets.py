@@ -87,7 +87,8 @@ AGENT_STAGES: dict[str, dict[str, Any]] = {
     "habit": dict(reward="evidence", reward_options={"gain": 0.3}, synthetic_share=0.5, dynamic_sampling=True,
                   dynamic_sampling_rounds=3),
     "answers": dict(reward="exact_match", synthetic_share=0.5, dynamic_sampling=True, dynamic_sampling_rounds=3),
-    "trim": dict(reward="gated", reward_options={"lambda_tool": 0.2, "lambda_len": 0.0}, synthetic_share=0.5),
+    "trim": dict(reward="gated", reward_options={"lambda_tool": 0.2, "lambda_len": 0.0}, synthetic_share=0.5,
+                 dynamic_sampling=True, dynamic_sampling_rounds=3),
 }
 PRESETS["h200_agent"] = {**PRESETS["h200"], "stages": AGENT_STAGES,
                          "run": dict(grpo_minutes=9.0, stage_minutes={"habit": 9.0, "answers": 12.0, "trim": 6.0})}

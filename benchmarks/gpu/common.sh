@@ -1,0 +1,28 @@
+# Sourced by the window scripts: paths, environment and the set-up every GPU window starts with.
+# BUNDLE (/root/b): the pieces bundle.sh made; RESULTS (/root/results): everything the window makes,
+# never the transfer folder ($OUT), which every call empties.
+B=${BUNDLE:-/root/b}
+R=${RESULTS:-/root/results}
+PY=${PYTHON:-python3}
+MODEL=${MODEL:-qwen2.5-0.5b}
+WORK=${WORK:-/root/work}
+mkdir -p "$R"
+export COURSE_SHARED=${COURSE_SHARED:-$B/shared} COURSE_CACHE=${COURSE_CACHE:-/root/cache}
+export COURSE_DATA=${COURSE_DATA:-/root/data} COURSE_RUNS=${COURSE_RUNS:-/root/runs}
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/root/inductor}
+log() { echo "$(date -u +%T) $*" | tee -a "$R/window.log"; }
+
+setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, data, index, synthetic split
+  if [ -d "$B/whl" ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$B"/whl/*.whl >>"$R/setup.log" 2>&1
+    export PYTHONPATH=/tmp/site:$PWD
+  fi
+  if ls "$B"/q.* >/dev/null 2>&1 && [ ! -f "$B/q.gguf" ]; then
+    cat $(ls "$B"/q.[0-9]* | sort) > "$B/q.gguf"
+    "$PY" -c "from helpers import models; models.provision('$MODEL', gguf_path='$B/q.gguf')" >>"$R/setup.log" 2>&1
+  fi
+  "$PY" -m helpers setup --models "$MODEL" >>"$R/setup.log" 2>&1 || { log "setup failed"; tail -20 "$R/setup.log"; exit 1; }
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$R/window.log" 2>&1 || true
+  log "setup done"
+}

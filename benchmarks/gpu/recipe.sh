@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One GPU window for the search agent's recipe (helpers.presets AGENT_STAGES), run detached on the
+# GPU machine from the repository root (README.md here):
+#   1. stage `habit` alone from the SFT adapter (also the one-process throughput figure);
+#   2. from its checkpoint, side by side: stage `answers` (the recipe's path), stage `trim` straight
+#      from `habit` (can the tool penalty stand in for stage 2?), the evaluation of `habit`, and the
+#      model-written multi-hop questions (helpers.multihop write) until the training ends;
+#   3. both evaluations side by side, the reports, the throughput report, every stage's adapter.
+# Everything lands in $RESULTS as it is made, so a window cut short still returns what it measured.
+#   setsid nohup bash benchmarks/gpu/recipe.sh >/root/window.out 2>&1 < /dev/null &
+#   PRESET=cpu-dry-agent MODEL=smollm2-135m HABIT_MIN=0.5 NEXT_MIN=0.5 INIT=<checkpoint> RESULTS=/tmp/r \
+#     WORK=/tmp/w BUNDLE=/nonexistent bash benchmarks/gpu/recipe.sh      # the same on a CPU
+set -u
+PRESET=${PRESET:-h200_agent}
+INIT=${INIT:-results/h200_search/sft_adapter}
+HABIT_MIN=${HABIT_MIN:-6}
+NEXT_MIN=${NEXT_MIN:-6}
+WRITE_BATCH=${WRITE_BATCH:-64}
+SFT_EVAL=${SFT_EVAL:-results/h200_search/eval/sft.jsonl}  # the same SFT adapter, test split and budgets
+source "$(dirname "$0")/common.sh"
+log "start recipe preset=$PRESET habit=${HABIT_MIN}min next=${NEXT_MIN}min init=$INIT"
+setup_window
+
+experiment() {  # experiment NAME ARGS... : one helpers.experiment command, its log and exit status
+  local name=$1; shift
+  "$PY" -m helpers.experiment --preset "$PRESET" "$@" >"$R/$name.log" 2>&1
+  log "$name exited $?"
+}
+export_stage() {  # export_stage RUN STAGE : that stage's policy as a bf16 adapter in $R/STAGE/adapter
+  "$PY" -c "
+from pathlib import Path
+from helpers.experiment import make_plan, _policy_of, export_adapter
+plan = make_plan('$PRESET', '$R/$1', '$WORK/$1')
+print(export_adapter(_policy_of(plan.stages['$2']), Path('$R/$2/adapter')))" >>"$R/export.log" 2>&1
+  log "export $2: status $?"
+}
+AGENT=(--out "$R/agent" --work "$WORK/agent")
+
+experiment habit "${AGENT[@]}" --stage grpo --grpo-stage habit --init-from "$INIT" --max-minutes "$HABIT_MIN"
+"$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_habit" --out "$R/throughput_alone.json" 2>&1 | tee -a "$R/window.log"
+export_stage agent habit
+HABIT=$("$PY" -c "import json; print(json.load(open('$WORK/agent/grpo_habit/summary.json'))['checkpoint'])")
+log "habit checkpoint $HABIT"
+
+experiment answers "${AGENT[@]}" --stage grpo --grpo-stage answers --max-minutes "$NEXT_MIN" & A=$!
+experiment trim --out "$R/trim" --work "$WORK/trim" --stage grpo --grpo-stage trim --init-from "$HABIT" \
+  --max-minutes "$NEXT_MIN" & T=$!
+experiment eval_habit "${AGENT[@]}" --stage eval --only stage_habit &
+UNTIL=$(date -u -d "+$(python3 -c "print(int(float('$NEXT_MIN') + 0.5))") min" +%H:%M)
+"$PY" -m helpers.multihop write --model "$MODEL" --batch "$WRITE_BATCH" --until "$UNTIL" \
+  --progress "$R/written_progress.jsonl" --out "$R/written.jsonl" >"$R/multihop_write.log" 2>&1 &
+W=$!
+wait $A $T
+"$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_answers" "$WORK/trim/grpo_trim" \
+  --out "$R/throughput_side_by_side.json" 2>&1 | tee -a "$R/window.log"
+
+experiment eval_answers "${AGENT[@]}" --stage eval --only sft_grpo &
+experiment eval_trim --out "$R/trim" --work "$WORK/trim" --stage eval --only sft_grpo &
+wait  # the evaluations, the habit's evaluation and the writer
+log "multihop write: $(tail -c 400 "$R/multihop_write.log" | tr '\r' '\n' | grep '^{' | tail -1)"
+cp helpers/multihop/verdicts.jsonl "$R/verdicts.jsonl" 2>/dev/null
+[ -f "$SFT_EVAL" ] && mkdir -p "$R/agent/eval" && cp -n "$SFT_EVAL" "$R/agent/eval/sft.jsonl"
+experiment report_agent "${AGENT[@]}" --stage report
+experiment report_trim --out "$R/trim" --work "$WORK/trim" --stage report
+log "all done"
