@@ -493,6 +493,29 @@ def save_figure(fig, path: str | Path) -> Path:
     return path
 
 
+def search_share_figure(stages: Mapping[str, Sequence[Mapping[str, Any]]], key: str = "multi_search_share"):
+    """The sampled share of trajectories with >= 2 searches per data source over the updates of a staged
+    run, the stages one after another (a dotted line where the next stage starts from the last one)."""
+    fig, axis = plt.subplots(figsize=(8, 3.6))
+    sources = sorted({k.split("/", 1)[1] for rows in stages.values() for r in rows for k in r if k.startswith(key + "/")})
+    offset = 0
+    for name, rows in stages.items():
+        steps = [offset + i + 1 for i in range(len(rows))]
+        for j, source in enumerate(sources):
+            axis.plot(steps, [r.get(f"{key}/{source}", float("nan")) for r in rows], color=f"C{j}",
+                      label=source if offset == 0 else None)
+        axis.text(offset + 0.5, 1.02, name, fontsize=8)
+        offset += len(rows)
+        axis.axvline(offset + 0.5, color="grey", linestyle=":")
+    axis.set_xlabel("update (stages in order)")
+    axis.set_ylabel("share with ≥ 2 searches")
+    axis.set_ylim(0, 1.1)
+    axis.legend(fontsize=8, loc="lower right")
+    axis.set_title("Sampled trajectories that search again, per source")
+    fig.tight_layout()
+    return fig
+
+
 def plot_eval(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], path: str | Path,
               key: str = "em_strict", title: str = "Strict exact match on the test split") -> Path:
     """Grouped bars: one group per data source, one bar per run."""

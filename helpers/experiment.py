@@ -35,8 +35,8 @@ from safetensors.torch import load_file, save_file
 from helpers import config as course_config
 from helpers.analyse import (ALL, compare, first_last_quarter, first_search_hits, format_comparison,
                              format_search_learned, format_table, plot_eval, plot_training, read_jsonl,
-                             save_figure, search_learned_figure, search_learned_table, second_search_table,
-                             summarise)
+                             save_figure, search_learned_figure, search_learned_table, search_share_figure,
+                             second_search_table, summarise)
 from helpers.data import load_examples
 from helpers.engine.local import resolve_path
 from helpers.engine.training import file_sha256
@@ -383,6 +383,11 @@ def stage_report(plan: Plan) -> Path:
     lines = [f"# Experiment `{out.name}`", ""]
     for folder, config in runs.items():
         lines += _training_section(out, folder, config)
+    staged = {folder[5:]: read_jsonl(out / folder / "metrics.jsonl") for folder in runs
+              if plan.stages and (out / folder / "metrics.jsonl").exists()}
+    if staged:
+        save_figure(search_share_figure(staged), out / "search_share.png")
+        lines += ["## The second search over the stages", "", "![search share over updates](search_share.png)", ""]
     if (out / "sft" / "metrics.jsonl").exists():
         sft_rows = read_jsonl(out / "sft" / "metrics.jsonl")
         sft_result = json.loads((out / "sft" / "result.json").read_text()) if (out / "sft" / "result.json").exists() else {}

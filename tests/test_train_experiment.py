@@ -64,6 +64,22 @@ def test_eval_stage_runs_only_the_named_evaluations(tmp_path, monkeypatch):
         experiment.stage_eval(plan, None, only=["sft_rl"])
 
 
+def test_a_staged_recipe_evaluates_each_stage_from_that_stages_own_policy(tmp_path, monkeypatch):
+    import helpers.experiment as experiment
+
+    plan = make_plan("cpu-dry-agent", str(tmp_path / "results"), str(tmp_path / "work"))
+    labels = [label for label, _, _ in experiment.evaluations(plan)]
+    assert labels[:len(EVALS)] == [label for label, _, _ in EVALS]
+    assert labels[len(EVALS):] == ["stage_habit", "stage_trim"]
+    policies = {"habit": "habit-weights"}  # trim has no checkpoint yet
+    monkeypatch.setattr(experiment, "_policy_of", lambda config: policies.get(Path(config.out).name[5:]))
+    ran = []
+    monkeypatch.setattr(experiment, "evaluate", lambda config: ran.append((config.label, config.model_path)) or [])
+    experiment.stage_eval(plan, None, only=["stage_habit", "stage_trim"])
+    assert ran == [("stage_habit", "habit-weights")]  # a stage without a policy is skipped, not run on the base
+    assert [label for label, _, _ in experiment.evaluations(make_plan("cpu-dry", "o"))] == [l for l, _, _ in EVALS]
+
+
 def test_overrides_are_typed_and_checked():
     plan = make_plan("h200", "o", overrides=["grpo.learning_rate=3e-5", "eval.limit=100", "sft.epochs=3",
                                                "grpo.resume=false", "eval.limit=none"])
@@ -149,7 +165,10 @@ def test_cli_records_the_command_and_config(tmp_path):
 def test_the_agent_recipe_runs_its_stages_in_order_each_from_the_previous(tmp_path, monkeypatch):
     import helpers.experiment as experiment
 
-    plan = make_plan("cpu-dry-agent", str(tmp_path / "r"), str(tmp_path / "w"), overrides=["habit.learning_rate=3e-5"])
+    # the CPU dry run has the GPU recipe's stages; the three-stage variant checks the hand-over between them
+    assert list(make_plan("cpu-dry-agent", "o").stages) == list(make_plan("h200_agent", "o").stages) == ["habit", "trim"]
+    plan = make_plan("h200_agent_answers", str(tmp_path / "r"), str(tmp_path / "w"),
+                     overrides=["habit.learning_rate=3e-5"])
     assert list(plan.stages) == ["habit", "answers", "trim"]
     assert [c.reward for c in plan.stages.values()] == ["evidence", "exact_match", "gated"]
     assert all(c.synthetic_share == 0.5 for c in plan.stages.values())
@@ -173,7 +192,7 @@ def test_the_agent_recipe_runs_its_stages_in_order_each_from_the_previous(tmp_pa
     assert ran == []
     (tmp_path / "w" / "grpo_trim" / "summary.json").unlink()
     experiment.stage_grpo(plan, None, only=["trim"])  # one stage, from the stage before it
-    assert ran == [("grpo_trim", "ckpt-grpo_answers", plan.grpo_minutes)]
+    assert ran == [("grpo_trim", "ckpt-grpo_answers", plan.stage_minutes["trim"])]
     with pytest.raises(SystemExit, match="unknown stage"):
         experiment.stage_grpo(plan, None, only=["polish"])
 
