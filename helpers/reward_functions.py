@@ -37,3 +37,13 @@ def make_reward(name: str, **options: Any) -> RewardFn:
     except TypeError as exc:
         raise ValueError(f"reward {name!r} does not take the options {sorted(options)}: {exc}") from None
     return factory(**options)
+
+
+def for_session(reward_fn: RewardFn, session: Any) -> RewardFn:
+    """A run's reward function made ready for its open session: options that name the run's own
+    policy bound (`bind(session)`, e.g. the gated reward's reference="initial" or a preference
+    model's folder)."""
+    bind = getattr(reward_fn, "bind", None)
+    if callable(bind):
+        bind(session)
+    return reward_fn

@@ -13,13 +13,15 @@ questions : rubric prompts), so the easier rubric signal does not dominate the u
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from helpers.reward import contains_answer
+from helpers.reward import GroupRewards, contains_answer
 
 CITATION_MARK = re.compile(r"\[(web|memory|chart|attached_file|\w+):\s*\d+\]")
 HEDGES = ("i think", "maybe", "perhaps", "might", "not sure", "not certain", "i guess", "possibly")
@@ -169,3 +171,35 @@ def rubric_set(n: int = RUBRIC_SET_SIZE, split: str = "validation", seed: int = 
 
     answerable = [ex for ex in load_examples(split) if ex.metadata.get("gold_passage_ids")]
     return make_rubric_prompts(answerable[:n], seed=seed)
+
+
+# ---------------------------------------------------------------- rubric prompts in GRPO
+
+RUBRIC_SOURCE = "rubric"  # the data_source of a rubric prompt asked as a training question
+
+
+def as_example(prompt: RubricPrompt) -> Any:
+    """The prompt as a question the agent is asked (its rubrics stay with the prompt, found by id)."""
+    from helpers.data import SearchExample
+
+    return SearchExample(prompt.id, prompt.prompt, list(prompt.answers), RUBRIC_SOURCE)
+
+
+def policy_replies(sampling_client: Any, tokenizer: Any, search_client: Any, prompts: Sequence[RubricPrompt],
+                   rollout_config: Any) -> dict[str, list[str]]:
+    """group_size final replies of a policy per prompt, each prompt asked as the agent's question
+    (searches allowed, as in training): what `pass_at_k_filter` samples, all prompts at once."""
+    from helpers.rollout import rollout_groups
+
+    groups = rollout_groups(sampling_client, tokenizer, search_client, [as_example(p) for p in prompts],
+                            rollout_config, progress=False)
+    return {p.id: [t.final_text for t in group] for p, group in zip(prompts, groups, strict=True)}
+
+
+def write_filter(path: str | Path, report: FilterReport, n: int, split: str, seed: int) -> Path:
+    """The filter's counts and kept prompt ids, with what rebuilds the prompts (`load_rubric_prompts`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"rubric_set": {"n": n, "split": split, "seed": seed}, "counts": report.counts(),
+                                "kept": [p.id for p in report.kept], "passes": report.passes}, indent=2))
+    return path

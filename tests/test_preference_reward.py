@@ -82,7 +82,7 @@ def test_the_registered_gated_reward_takes_s_from_a_preference_score_against_the
 def test_reference_rollouts_give_both_the_lengths_and_the_replies(monkeypatch):
     group = _group(["Ada Lovelace.", "Charles Babbage."], [True, False])
     reference_group = [SimpleNamespace(sampled_tokens=n, final_text=t) for n, t in ((40, "Ada."), (60, "Ada L."))]
-    monkeypatch.setattr("helpers.efficiency.training.rollout_groups", lambda *a, **k: [reference_group])
+    monkeypatch.setattr("helpers.efficiency.reference.rollout_groups", lambda *a, **k: [reference_group])
     reference = ReferenceLengths(None, None, None, rollout_config=lambda step: None)
     gated = GatedReward(EfficiencyConfig(lambda_tool=0.0), reference=reference,
                         preference=PreferenceScore(_FixedPreference(), reference))
