@@ -203,3 +203,48 @@ def write_filter(path: str | Path, report: FilterReport, n: int, split: str, see
     path.write_text(json.dumps({"rubric_set": {"n": n, "split": split, "seed": seed}, "counts": report.counts(),
                                 "kept": [p.id for p in report.kept], "passes": report.passes}, indent=2))
     return path
+
+
+def load_rubric_prompts(path: str | Path | None = None) -> list[RubricPrompt]:
+    """The course's rubric set, or the prompts a pass@k filter kept (a file `write_filter` wrote)."""
+    if path is None:
+        return rubric_set()
+    saved = json.loads(Path(path).read_text())
+    prompts = {p.id: p for p in rubric_set(**saved["rubric_set"])}
+    missing = sorted(set(saved["kept"]) - set(prompts))
+    if missing:
+        raise ValueError(f"{path} keeps prompts the rubric set no longer has: {missing[:5]}")
+    return [prompts[i] for i in saved["kept"]]
+
+
+class RubricReward:
+    """Rubric prompts rewarded by their rubrics (r_base: every rubric met), other questions by `inner`.
+
+    The post's rubric data has r_base from its rubrics instead of a checked answer; the preference
+    score and the efficiency penalties of a gated `inner` reward stay with the verifiable questions.
+    `rubric/prompt` and `rubric/met_all` are logged for every trajectory (0 off rubric prompts), so
+    their means are the step's share of rubric samples and of rubric samples that met every rubric.
+    """
+
+    def __init__(self, inner: Callable[[Any], GroupRewards], prompts: Sequence[RubricPrompt]) -> None:
+        self.inner = inner
+        self.prompts = {p.id: p for p in prompts}
+
+    def _prompt(self, group: Any) -> RubricPrompt | None:
+        example = group.example
+        return self.prompts.get(example.id) if getattr(example, "data_source", None) == RUBRIC_SOURCE else None
+
+    def prepare(self, groups: Sequence[Any]) -> None:
+        prepare = getattr(self.inner, "prepare", None)
+        if callable(prepare):
+            prepare([g for g in groups if self._prompt(g) is None])
+
+    def __call__(self, group: Any) -> GroupRewards:
+        n = len(group.trajectories)
+        prompt = self._prompt(group)
+        if prompt is None:
+            result = self.inner(group)
+            return GroupRewards(result.rewards, {**result.components, "rubric/prompt": [0.0] * n,
+                                                 "rubric/met_all": [0.0] * n})
+        met = [float(prompt.r_base(t.final_text)) for t in group.trajectories]
+        return GroupRewards(met, {"rubric/prompt": [1.0] * n, "rubric/met_all": met})

@@ -86,6 +86,8 @@ class TrainConfig:
     balance_sources: bool = False
     # share of each batch drawn from the synthetic multi-hop split (questions that need a second search)
     synthetic_share: float = 0.0
+    rubric_share: float = 0.0  # share of each batch that is rubric prompts (helpers.rubrics; the post: 0.1)
+    rubric_prompts: str | None = None  # the prompts a pass@k filter kept (its JSON file); None: the rubric set
     limit: int | None = None  # use only the first N questions of the split (tiny runs)
     skip: int = 0  # leave out the first N questions of the split (the ones SFT scripted)
     init_from: str | None = None  # an SFT checkpoint (save_state path) to start from
@@ -337,7 +339,7 @@ def adam_for(config: TrainConfig) -> pytrio.AdamParams:
 
 def step_questions(session: "TrainingSession", step: int) -> list:
     """The questions of `step`: the split's order, with the synthetic share (if any) mixed in."""
-    return step_batch(session.examples, session.synthetic, step, session.config)
+    return step_batch(session.examples, session.synthetic, step, session.config, session.rubric)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -383,7 +385,7 @@ def train(
 
 def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
     session = session or open_session(config)
-    reward_fn = for_session(reward_fn, session)  # options that name the run's own policy, bound
+    reward_fn = for_session(reward_fn, session)  # options bound to the run's policy, rubric prompts scored
     run = session.run
     adam = adam_for(config)
     started = time.perf_counter()

@@ -94,3 +94,14 @@ def test_helpers_train_runs_the_gated_reward_with_s_from_the_saved_model_and_ref
     assert {id(r) for r in sampled} == {id(reference)} and len(reference.cache) == 1 and len(reference.replies) == 1
     saved_config = json.loads((run / "config.json").read_text())["train"]
     assert saved_config["reward_options"]["preference"] == str(folder)
+
+
+def test_helpers_train_mixes_rubric_prompts_in_by_share_and_scores_them_by_their_rubrics(tmp_path):
+    from helpers.train import main as train_main
+
+    run = tmp_path / "run"
+    train_main(["--model", "smollm2-135m", "--backend", "local", "--max-steps", "1", "--questions-per-batch", "2",
+                "--limit", "2", "--rollout.group-size", "2", *TINY_ROLLOUT, "--lora-rank", "4", "--save-every", "0",
+                "--tracker", "none", "--out", str(run), "--rubric-share", "0.5"])
+    row = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["rubric/prompt"] == 0.5 and 0.0 <= row["rubric/met_all"] <= 0.5
