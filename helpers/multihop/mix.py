@@ -2,7 +2,7 @@
 
 Every order here is a pure function of (step, seed), so a resumed run replays the same batches:
 `batch_for_step` (a fresh seeded permutation per pass, optionally an equal share per data
-source), `step_batch` (that order with the synthetic share mixed in) and `extra_questions` (the
+source), `step_batch` (that order with the synthetic share, and the rubric prompts' share, mixed in) and `extra_questions` (the
 questions dynamic sampling may add to a step).
 
 The synthetic share: Perplexity's post reweights its data components (90/10) so that one does not dominate the
