@@ -20,6 +20,7 @@ from typing import Any
 import helpers.efficiency.rewards  # noqa: F401  registers "gated"
 import helpers.evidence  # noqa: F401  registers "evidence"
 from helpers.reward import _REGISTRY, RewardFn
+from helpers.rubrics import RubricReward, load_rubric_prompts
 
 
 def reward_names() -> list[str]:
@@ -37,3 +38,15 @@ def make_reward(name: str, **options: Any) -> RewardFn:
     except TypeError as exc:
         raise ValueError(f"reward {name!r} does not take the options {sorted(options)}: {exc}") from None
     return factory(**options)
+
+
+def for_session(reward_fn: RewardFn, session: Any) -> RewardFn:
+    """A run's reward function made ready for its open session: options that name the run's own
+    policy bound (`bind(session)`, e.g. the gated reward's reference="initial" or a preference
+    model's folder), and rubric prompts (`config.rubric_share` > 0) rewarded by their rubrics."""
+    bind = getattr(reward_fn, "bind", None)
+    if callable(bind):
+        bind(session)
+    if session.config.rubric_share > 0:
+        reward_fn = RubricReward(reward_fn, load_rubric_prompts(session.config.rubric_prompts))
+    return reward_fn

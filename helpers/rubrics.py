@@ -13,13 +13,15 @@ questions : rubric prompts), so the easier rubric signal does not dominate the u
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from helpers.reward import contains_answer
+from helpers.reward import GroupRewards, contains_answer
 
 CITATION_MARK = re.compile(r"\[(web|memory|chart|attached_file|\w+):\s*\d+\]")
 HEDGES = ("i think", "maybe", "perhaps", "might", "not sure", "not certain", "i guess", "possibly")
@@ -169,3 +171,80 @@ def rubric_set(n: int = RUBRIC_SET_SIZE, split: str = "validation", seed: int = 
 
     answerable = [ex for ex in load_examples(split) if ex.metadata.get("gold_passage_ids")]
     return make_rubric_prompts(answerable[:n], seed=seed)
+
+
+# ---------------------------------------------------------------- rubric prompts in GRPO
+
+RUBRIC_SOURCE = "rubric"  # the data_source of a rubric prompt asked as a training question
+
+
+def as_example(prompt: RubricPrompt) -> Any:
+    """The prompt as a question the agent is asked (its rubrics stay with the prompt, found by id)."""
+    from helpers.data import SearchExample
+
+    return SearchExample(prompt.id, prompt.prompt, list(prompt.answers), RUBRIC_SOURCE)
+
+
+def policy_replies(sampling_client: Any, tokenizer: Any, search_client: Any, prompts: Sequence[RubricPrompt],
+                   rollout_config: Any) -> dict[str, list[str]]:
+    """group_size final replies of a policy per prompt, each prompt asked as the agent's question
+    (searches allowed, as in training): what `pass_at_k_filter` samples, all prompts at once."""
+    from helpers.rollout import rollout_groups
+
+    groups = rollout_groups(sampling_client, tokenizer, search_client, [as_example(p) for p in prompts],
+                            rollout_config, progress=False)
+    return {p.id: [t.final_text for t in group] for p, group in zip(prompts, groups, strict=True)}
+
+
+def write_filter(path: str | Path, report: FilterReport, n: int, split: str, seed: int) -> Path:
+    """The filter's counts and kept prompt ids, with what rebuilds the prompts (`load_rubric_prompts`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"rubric_set": {"n": n, "split": split, "seed": seed}, "counts": report.counts(),
+                                "kept": [p.id for p in report.kept], "passes": report.passes}, indent=2))
+    return path
+
+
+def load_rubric_prompts(path: str | Path | None = None) -> list[RubricPrompt]:
+    """The course's rubric set, or the prompts a pass@k filter kept (a file `write_filter` wrote)."""
+    if path is None:
+        return rubric_set()
+    saved = json.loads(Path(path).read_text())
+    prompts = {p.id: p for p in rubric_set(**saved["rubric_set"])}
+    missing = sorted(set(saved["kept"]) - set(prompts))
+    if missing:
+        raise ValueError(f"{path} keeps prompts the rubric set no longer has: {missing[:5]}")
+    return [prompts[i] for i in saved["kept"]]
+
+
+class RubricReward:
+    """Rubric prompts rewarded by their rubrics (r_base: every rubric met), other questions by `inner`.
+
+    The post's rubric data has r_base from its rubrics instead of a checked answer; the preference
+    score and the efficiency penalties of a gated `inner` reward stay with the verifiable questions.
+    `rubric/prompt` and `rubric/met_all` are logged for every trajectory (0 off rubric prompts), so
+    their means are the step's share of rubric samples and of rubric samples that met every rubric.
+    """
+
+    def __init__(self, inner: Callable[[Any], GroupRewards], prompts: Sequence[RubricPrompt]) -> None:
+        self.inner = inner
+        self.prompts = {p.id: p for p in prompts}
+
+    def _prompt(self, group: Any) -> RubricPrompt | None:
+        example = group.example
+        return self.prompts.get(example.id) if getattr(example, "data_source", None) == RUBRIC_SOURCE else None
+
+    def prepare(self, groups: Sequence[Any]) -> None:
+        prepare = getattr(self.inner, "prepare", None)
+        if callable(prepare):
+            prepare([g for g in groups if self._prompt(g) is None])
+
+    def __call__(self, group: Any) -> GroupRewards:
+        n = len(group.trajectories)
+        prompt = self._prompt(group)
+        if prompt is None:
+            result = self.inner(group)
+            return GroupRewards(result.rewards, {**result.components, "rubric/prompt": [0.0] * n,
+                                                 "rubric/met_all": [0.0] * n})
+        met = [float(prompt.r_base(t.final_text)) for t in group.trajectories]
+        return GroupRewards(met, {"rubric/prompt": [1.0] * n, "rubric/met_all": met})

@@ -17,6 +17,7 @@ from typing import Any
 from helpers.data import load_examples
 from helpers.engine import connect
 from helpers.multihop.build import SPLIT as SYNTHETIC_SPLIT
+from helpers.rubrics import as_example, load_rubric_prompts
 from helpers.runs import RunDir, materialise_checkpoint, result, resume_checkpoint
 from helpers.search import create_search_client
 
@@ -36,6 +37,7 @@ class TrainingSession:
     history: list[dict] = field(default_factory=list)
     optimised: bool = False  # an optim_step ran (or was restored), so save_state holds optimiser state
     synthetic: list = field(default_factory=list)  # the synthetic split, when config.synthetic_share > 0
+    rubric: list = field(default_factory=list)  # rubric prompts as questions, when config.rubric_share > 0
 
 
 def open_session(config: Any, service=None, search_client=None, examples=None) -> TrainingSession:
@@ -72,6 +74,8 @@ def open_session(config: Any, service=None, search_client=None, examples=None) -
     session.optimised = bool(last and last.get("has_optimizer", True))
     if config.synthetic_share > 0:
         session.synthetic = load_examples(SYNTHETIC_SPLIT)
+    if config.rubric_share > 0:
+        session.rubric = [as_example(p) for p in load_rubric_prompts(config.rubric_prompts)]
     return session
 
 

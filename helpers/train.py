@@ -11,8 +11,7 @@ token-level importance sampling, no KL) is told in `helpers.advantages`; datums 
 are `helpers.datums`, what a step logs is `helpers.metrics`, which questions a step sees is
 `helpers.multihop.mix`. The reward is a function of a group (`helpers.reward`), chosen by name in
 `TrainConfig.reward`; observers see every step (`StepContext`, before the update; the metrics row,
-after it). Run it from a shell (`python -m helpers.train --help`) or from a notebook with the same
-`TrainConfig`: `train(TrainConfig(max_steps=2), on_step=print)`.
+after it). From a shell: `python -m helpers.train --help`; from a notebook: `train(TrainConfig(max_steps=2))`.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from helpers.metrics import (degenerate_groups, output_logprobs, rollout_metrics
                              search_metrics)
 from helpers.multihop.mix import batch_for_step, extra_questions, step_batch
 from helpers.reward import RewardFn, score
-from helpers.reward_functions import make_reward
+from helpers.reward_functions import for_session, make_reward
 from helpers.rollout import Group, RolloutConfig, rollout_groups
 from helpers.runs import RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint, result, updated
 from helpers.session import TrainingSession, open_session, save_checkpoint
@@ -87,6 +86,8 @@ class TrainConfig:
     balance_sources: bool = False
     # share of each batch drawn from the synthetic multi-hop split (questions that need a second search)
     synthetic_share: float = 0.0
+    rubric_share: float = 0.0  # share of each batch that is rubric prompts (helpers.rubrics; the post: 0.1)
+    rubric_prompts: str | None = None  # the prompts a pass@k filter kept (its JSON file); None: the rubric set
     limit: int | None = None  # use only the first N questions of the split (tiny runs)
     skip: int = 0  # leave out the first N questions of the split (the ones SFT scripted)
     init_from: str | None = None  # an SFT checkpoint (save_state path) to start from
@@ -338,7 +339,7 @@ def adam_for(config: TrainConfig) -> pytrio.AdamParams:
 
 def step_questions(session: "TrainingSession", step: int) -> list:
     """The questions of `step`: the split's order, with the synthetic share (if any) mixed in."""
-    return step_batch(session.examples, session.synthetic, step, session.config)
+    return step_batch(session.examples, session.synthetic, step, session.config, session.rubric)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -384,6 +385,7 @@ def train(
 
 def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
     session = session or open_session(config)
+    reward_fn = for_session(reward_fn, session)  # options bound to the run's policy, rubric prompts scored
     run = session.run
     adam = adam_for(config)
     started = time.perf_counter()

@@ -4,6 +4,7 @@ the pass@k filter drops what teaches nothing, and the mix holds its share."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -82,7 +83,7 @@ def test_the_registered_gated_reward_takes_s_from_a_preference_score_against_the
 def test_reference_rollouts_give_both_the_lengths_and_the_replies(monkeypatch):
     group = _group(["Ada Lovelace.", "Charles Babbage."], [True, False])
     reference_group = [SimpleNamespace(sampled_tokens=n, final_text=t) for n, t in ((40, "Ada."), (60, "Ada L."))]
-    monkeypatch.setattr("helpers.efficiency.training.rollout_groups", lambda *a, **k: [reference_group])
+    monkeypatch.setattr("helpers.efficiency.reference.rollout_groups", lambda *a, **k: [reference_group])
     reference = ReferenceLengths(None, None, None, rollout_config=lambda step: None)
     gated = GatedReward(EfficiencyConfig(lambda_tool=0.0), reference=reference,
                         preference=PreferenceScore(_FixedPreference(), reference))
@@ -138,3 +139,48 @@ def test_the_mix_holds_its_share_and_is_reproducible():
     assert all(x.startswith("v") for x in mix_prompts(verifiable, rubric, 20, rubric_share=0.0))
     with pytest.raises(ValueError, match="needs"):
         mix_prompts(verifiable, rubric[:2], 50)
+
+
+def test_rubric_prompts_in_a_training_batch_are_rewarded_by_their_rubrics(tmp_path):
+    from helpers.reward import GroupRewards
+    from helpers.rubrics import RUBRIC_SOURCE, RubricReward, as_example, load_rubric_prompts, write_filter
+
+    prompts = make_rubric_prompts(_examples(4), seed=0)
+    example = as_example(prompts[0])
+    assert example.data_source == RUBRIC_SOURCE and example.question == prompts[0].prompt
+    replies = ["Frankie Valli.", "Perhaps Frankie Valli [web:1]"]
+    rubric_group = SimpleNamespace(example=example, trajectories=[SimpleNamespace(final_text=r) for r in replies])
+    other = SimpleNamespace(example=SimpleNamespace(id="q", data_source="nq"), trajectories=rubric_group.trajectories)
+    prepared = []
+
+    class Inner:  # a verifiable-question reward with a prepare hook (as the gated reward has)
+        def prepare(self, groups):
+            prepared.extend(groups)
+
+        def __call__(self, group):
+            return GroupRewards([0.5, 0.5], {"eff/x": [1.0, 1.0]})
+
+    reward = RubricReward(Inner(), prompts)
+    reward.prepare([rubric_group, other])
+    assert prepared == [other]  # the inner reward never samples references for rubric prompts
+    got = reward(rubric_group)
+    assert got.rewards == [float(prompts[0].r_base(r)) for r in replies] and got.rewards[1] == 0.0
+    assert got.components["rubric/prompt"] == [1.0, 1.0]
+    assert reward(other).rewards == [0.5, 0.5] and reward(other).components["rubric/prompt"] == [0.0, 0.0]
+    # a filter's kept prompts are what a run reads back (TrainConfig.rubric_prompts)
+    report = pass_at_k_filter(prompts, lambda p, k: [p.answers[0] + "."] * 3 + ["No."], k=4)
+    path = write_filter(tmp_path / "kept.json", report, n=4, split="validation", seed=0)
+    saved = json.loads(path.read_text())
+    assert saved["counts"] == report.counts() and saved["kept"] == [p.id for p in report.kept]
+
+
+def test_a_run_reads_back_the_prompts_a_filter_kept(tmp_path):
+    from helpers.rubrics import load_rubric_prompts, rubric_set, write_filter
+
+    prompts = rubric_set(6)
+    report = pass_at_k_filter(prompts, lambda p, k: [p.answers[0] + "."] * (k - 1) + ["No."] if p.id != prompts[0].id
+                              else ["No."] * k, k=4)
+    path = write_filter(tmp_path / "kept.json", report, n=6, split="validation", seed=0)
+    kept = load_rubric_prompts(path)
+    assert [p.id for p in kept] == [p.id for p in report.kept] and prompts[0].id not in {p.id for p in kept}
+    assert [p.id for p in load_rubric_prompts(None)] == [p.id for p in rubric_set()]

@@ -188,6 +188,32 @@ def test_synthetic_share_mixes_that_many_synthetic_questions_into_every_step():
     assert {e.id for batch in batches for e in batch if e.data_source == "synthetic"} == {e.id for e in synthetic}
 
 
+def _session_with_rubric(config, examples, synthetic, rubric):
+    return TrainingSession(config, None, None, None, None, list(examples), None, synthetic=list(synthetic),
+                           rubric=list(rubric))
+
+
+def test_the_rubric_share_mixes_rubric_prompts_on_top_of_the_verifiable_batch():
+    """The post's 90/10 (verifiable : rubric) through the same mixing as the synthetic share; off by default."""
+    def example(i, source):
+        return SearchExample(id=f"{source}-{i}", question=f"q{i}", answers=["a"], data_source=source)
+
+    real = [example(i, "nq") for i in range(40)]
+    synthetic = [example(i, "synthetic") for i in range(10)]
+    rubric = [example(i, "rubric") for i in range(6)]
+    assert TrainConfig().rubric_share == 0.0 and TrainConfig().rubric_prompts is None
+    plain = TrainConfig(questions_per_batch=10, seed=3, synthetic_share=0.2)
+    # off: the batches are exactly those without any rubric prompts
+    assert ([train_module.step_questions(_session_with_rubric(plain, real, synthetic, rubric), s) for s in range(3)]
+            == [train_module.step_questions(_session(plain, real, synthetic), s) for s in range(3)])
+    mixed = dataclasses.replace(plain, rubric_share=0.1)
+    batches = [train_module.step_questions(_session_with_rubric(mixed, real, synthetic, rubric), s) for s in range(6)]
+    assert all(len(b) == 10 and sum(e.data_source == "rubric" for e in b) == 1 for b in batches)
+    assert all(sum(e.data_source == "synthetic" for e in b) == round(9 * 0.2) for b in batches)
+    assert {e.id for b in batches for e in b if e.data_source == "rubric"} == {e.id for e in rubric}
+    assert batches[5] == train_module.step_questions(_session_with_rubric(mixed, real, synthetic, rubric), 5)
+
+
 def test_config_flags_read_back_into_the_same_config():
     """How results/run.sh hands the preset's GRPO settings to the efficiency comparison."""
     from helpers.experiment import make_plan

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from helpers.advantages import group_advantages
+from helpers.efficiency.reference import ReferenceLengths, generated_length
 from helpers.reward import GroupRewards, outcome_reward, register_reward
 
 PreferenceFn = Callable[[Any], float]
@@ -43,6 +44,9 @@ class EfficiencyConfig:
                 raise ValueError(f"EfficiencyConfig.{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.preferred_threshold <= 1.0:
             raise ValueError("EfficiencyConfig.preferred_threshold must lie in [0, 1]")
+
+
+REFERENCES = ("group", "initial")  # the lengths pen_len anchors on, by name (GatedReward's reference)
 
 
 # ---------------------------------------------------------------- tool-call penalty
@@ -251,11 +255,6 @@ def failed_calls_of(trajectory: Any) -> int:
     return int(getattr(trajectory, "failed_searches", 0) or 0)
 
 
-def generated_length(trajectory: Any) -> int:
-    """Tokens the policy generated (assistant turns only; observations are not its output)."""
-    return trajectory.sampled_tokens
-
-
 def group_numbers(group: Sequence[Any]) -> dict[str, list]:
     """The inputs of `score_group` read off a group of Trajectory objects.
 
@@ -278,7 +277,7 @@ def group_rng(config: EfficiencyConfig, group: Any) -> np.random.Generator:
 
 # ---------------------------------------------------------------- as a reward function
 
-COMPONENTS = ("pen_tool", "pen_len", "pen_eff", "effective_calls", "length")
+COMPONENTS = ("preference", "pen_tool", "pen_len", "pen_eff", "effective_calls", "length", "reference_length")
 
 
 class GatedReward:
@@ -290,22 +289,53 @@ class GatedReward:
     without it each group's own lengths are the reference. `preference` (an object whose
     `scores(group)` gives s per trajectory, e.g. `helpers.preference.PreferenceScore`) or
     `preference_fn` (trajectory -> s) gives the preference score; without either, s = 1.
+
+    From a config (text, so a run's config.json and `--reward-options` hold them): `reference=
+    "initial"` (the run's starting policy, sampled once per question: the post's L_ref) or "group";
+    `preference="<folder>"` (a model saved by `python -m helpers.preference train`, scoring against
+    the starting policy's reply). `bind(session)` turns them into objects when the run's session
+    is open (`helpers.train.train` calls it); before that the reward refuses to score.
     """
 
     def __init__(self, config: EfficiencyConfig = EfficiencyConfig(), *, preference_fn: PreferenceFn | None = None,
                  preference: Any = None, reference: Any = None, use: bool = True) -> None:
         if preference is not None and preference_fn is not None:
             raise ValueError("give the gated reward either preference or preference_fn, not both")
+        if isinstance(reference, str) and reference not in REFERENCES:
+            raise ValueError(f"the gated reward's reference is one of {REFERENCES} (or a ReferenceLengths), "
+                             f"got {reference!r}")
         self.config = config
         self.preference_fn = preference_fn
         self.preference = preference
-        self.reference = reference
+        self.reference = None if reference == "group" else reference
         self.use = use
         self.references: dict[str, list[float]] = {}
 
+    def unbound(self) -> list[str]:
+        """The options still given as text (they need `bind(session)`)."""
+        return [name for name in ("preference", "reference") if isinstance(getattr(self, name), str)]
+
+    def bind(self, session: Any) -> None:
+        """Text options become objects: the session's policy before its first update is the reference."""
+        if not self.unbound():
+            return
+        frozen = ReferenceLengths.of_session(session)
+        if self.reference == "initial":
+            self.reference = frozen
+        if isinstance(self.preference, str):
+            from helpers.preference.score import PreferenceScore  # torch and a backbone: only when asked for
+
+            self.preference = PreferenceScore.load(self.preference, frozen)
+
     def prepare(self, groups: Sequence[Any]) -> None:
+        if self.unbound():
+            raise ValueError(f"the gated reward's {' and '.join(self.unbound())} given as text need the run's "
+                             "session: call bind(session) first (helpers.train.train does)")
         if self.reference is not None:
             self.references = self.reference.for_groups(groups)
+        prepare = getattr(self.preference, "prepare", None)  # e.g. the reference replies s compares against
+        if callable(prepare):
+            prepare(groups)
 
     def breakdown(self, group: Any) -> list[EfficiencyBreakdown]:
         """Every term of R for each trajectory of `group`, with its advantage."""
@@ -332,8 +362,9 @@ class GatedReward:
 
 def gated_reward_fn(*, preference: Any = None, reference: Any = None, **options: Any) -> GatedReward:
     """The registered factory: `options` are EfficiencyConfig fields (`lambda_tool=0.3`, ...);
-    `preference` (s from a preference model, e.g. `helpers.preference.PreferenceScore`) and
-    `reference` (the reference model's lengths, a `ReferenceLengths`) are objects, given from Python.
+    `preference` (s from a preference model: a `helpers.preference.PreferenceScore`, or the folder
+    of a saved one) and `reference` (the reference model's lengths: a `ReferenceLengths`, or
+    "initial" / "group") are objects from Python or text from a config (see `GatedReward`).
     Without them s = 1 and each group's own lengths are the reference."""
     names = {f.name for f in fields(EfficiencyConfig)}
     unknown = sorted(set(options) - names)

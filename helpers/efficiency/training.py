@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from helpers.efficiency.rewards import EfficiencyConfig, GatedReward, generated_length
+from helpers.efficiency.reference import ReferenceLengths
+from helpers.efficiency.rewards import EfficiencyConfig, GatedReward
 from helpers.mismatch import MismatchObserver
-from helpers.rollout import rollout_groups
 from helpers.runs import RunDir, read_jsonl, write_json
 from helpers.train import open_session, train
 
@@ -33,45 +33,6 @@ def comparison_reward(reward: str, efficiency: EfficiencyConfig, reference: Any 
     if reward not in REWARDS:
         raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
     return GatedReward(efficiency, reference=reference, use=reward == "gated")
-
-
-class ReferenceLengths:
-    """Generated lengths of a frozen reference policy, group_size samples per question, cached."""
-
-    def __init__(self, sampling_client: Any, tokenizer: Any, search_client: Any,
-                 rollout_config: Callable[[int], Any] | None = None) -> None:
-        self.sampling_client = sampling_client
-        self.tokenizer = tokenizer
-        self.search_client = search_client
-        self.rollout_config = rollout_config  # step -> RolloutConfig, for `for_groups`
-        self.cache: dict[str, list[int]] = {}
-        self.replies: dict[str, list[str]] = {}  # the same rollouts' final replies (preference references)
-
-    def for_batch(self, batch: Sequence[Any], rollout_config: Any) -> dict[int, list[int]]:
-        """Reference lengths per position in `batch`; questions not seen before are sampled at once."""
-        missing = list({ex.id: ex for ex in batch if ex.id not in self.cache}.values())
-        if missing:
-            groups = rollout_groups(self.sampling_client, self.tokenizer, self.search_client, missing,
-                                    rollout_config, progress=False)
-            for ex, group in zip(missing, groups, strict=True):
-                self.cache[ex.id] = [max(generated_length(t), 1) for t in group]
-                self.replies[ex.id] = [t.final_text for t in group]
-        return {qi: self.cache[ex.id] for qi, ex in enumerate(batch)}
-
-    def reply(self, example: Any) -> str:
-        """The reference policy's first reply to `example` (sampled by `for_batch`/`for_groups`)."""
-        if example.id not in self.replies:
-            raise KeyError(f"no reference rollout for question {example.id!r} yet")
-        return self.replies[example.id][0]
-
-    def for_groups(self, groups: Sequence[Any]) -> dict[str, list[int]]:
-        """Reference lengths by question id for a step's groups (the `GatedReward.prepare` hook)."""
-        if self.rollout_config is None:
-            raise ValueError("ReferenceLengths needs rollout_config (step -> RolloutConfig) to sample for groups")
-        examples = [group.example for group in groups]
-        step = groups[0].step if groups else 0
-        self.for_batch(examples, self.rollout_config(step))
-        return {ex.id: self.cache[ex.id] for ex in examples}
 
 
 def train_with_reward(
@@ -110,8 +71,7 @@ def train_with_reward(
             stale.unlink(missing_ok=True)
     reference = None
     if length_reference == "initial":
-        reference = ReferenceLengths(session.training_client.save_weights_and_get_sampling_client(),
-                                     session.tokenizer, session.search_client, run_config.rollout_config)
+        reference = ReferenceLengths.of_session(session)
     observer = MismatchObserver()
     started = time.perf_counter()
     summary = train(run_config, on_step=on_step, session=session, progress=progress,

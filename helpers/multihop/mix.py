@@ -2,7 +2,7 @@
 
 Every order here is a pure function of (step, seed), so a resumed run replays the same batches:
 `batch_for_step` (a fresh seeded permutation per pass, optionally an equal share per data
-source), `step_batch` (that order with the synthetic share mixed in) and `extra_questions` (the
+source), `step_batch` (that order with the synthetic share, and the rubric prompts' share, mixed in) and `extra_questions` (the
 questions dynamic sampling may add to a step).
 
 The synthetic share: Perplexity's post reweights its data components (90/10) so that one does not dominate the
@@ -80,11 +80,17 @@ def batch_for_step(examples: Sequence, step: int, size: int, seed: int, balance_
     return cycle(examples, step, size, seed)
 
 
-def step_batch(examples: Sequence, synthetic: Sequence, step: int, config: Any) -> list:
-    """The questions of `step` under a training config: the split's order, the synthetic share mixed in."""
+def step_batch(examples: Sequence, synthetic: Sequence, step: int, config: Any, rubric: Sequence = ()) -> list:
+    """The questions of `step` under a training config: the split's order, the synthetic share mixed
+    in, and the rubric share (`config.rubric_share`, the post's 90/10 verifiable : rubric) on top:
+    the same mixing, once more, with the verifiable batch as the base."""
     order = functools.partial(batch_for_step, balance_sources=config.balance_sources)
-    return batch_with_share(examples, synthetic, step, config.questions_per_batch, config.seed,
-                            config.synthetic_share, order=order)
+
+    def verifiable(pool: Sequence, step: int, size: int, seed: int) -> list:
+        return batch_with_share(pool, synthetic, step, size, seed, config.synthetic_share, order=order)
+
+    return batch_with_share(examples, rubric, step, config.questions_per_batch, config.seed, config.rubric_share,
+                            order=verifiable)
 
 
 def extra_questions(examples: Sequence, step: int, config: Any) -> list:

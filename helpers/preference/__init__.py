@@ -11,7 +11,8 @@ Modules, in the order of the chain:
 - loss: the BT loss, the symmetrised loss, P-bar, the position bias;
 - train: `PreferenceConfig`, `Preference` (fit, evaluate, probability, save/load), `train_preference`;
 - score: `PreferenceScore`, s(tau) for a GRPO group (what `GatedReward(preference=...)` calls);
-- rubrics: rubric-checked prompts, the pass@4 filter, the 90/10 prompt mix.
+- rubrics: rubric-checked prompts, the pass@4 filter, the 90/10 prompt mix (`helpers.rubrics`);
+- cli: `python -m helpers.preference train | evaluate | rubrics`.
 """
 
 from helpers.preference.loss import bt_loss, position_bias, position_free_probability, symmetrised_loss

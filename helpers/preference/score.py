@@ -27,6 +27,18 @@ class PreferenceScore:
         self.preference = preference
         self.reference = reference
 
+    @classmethod
+    def load(cls, folder: str, reference: Any) -> "PreferenceScore":
+        """s from the preference model saved in `folder` (`Preference.save`), against `reference`."""
+        return cls(Preference.load(folder), reference)
+
+    def prepare(self, groups: Any) -> None:
+        """Sample the reference replies of a step's questions at once, when the reference samples them
+        (`ReferenceLengths` keeps them: the same rollouts give the length penalty its L_ref)."""
+        for_groups = getattr(self.reference, "for_groups", None)
+        if callable(for_groups):
+            for_groups(groups)
+
     def reference_reply(self, example: Any) -> str:
         if isinstance(self.reference, Mapping):
             if example.id not in self.reference:

@@ -168,7 +168,11 @@ class Preference:
 
         accuracy: P-bar agrees with the label (P-bar = 0.5 counts as wrong; None with ties only);
         accuracy_one_order: sigma(Delta(x, a, b)) read in the order given;
-        position_bias: the mean of P(a, b) + P(b, a) - 1 (> 0: the first slot wins more often);
+        p_bar_bias: max over pairs of |P-bar(a, b) + P-bar(b, a) - 1|, the post's position bias of
+            the score s(tau) uses, with P-bar(b, a) read again from the swapped pair (see below);
+        position_bias: the mean of P(a, b) + P(b, a) - 1 with P = sigma(Delta) read in one order
+            (> 0: the first slot wins more often): the slot preference of the reading itself, which
+            the symmetrised loss trains down and P-bar averages out;
         position_bias_abs: its mean size per pair;
         by_rule: accuracy per kind of flaw.
         """
@@ -176,6 +180,11 @@ class Preference:
             raise ValueError("no pairs to evaluate")
         d_ab, d_ba = self.both_deltas(pairs, progress=progress)
         p_bar = position_free_probability(d_ab, d_ba)
+        # P-bar(b, a) from the swapped pairs, read in a call of their own (other batches, other
+        # padding): computed from the same two Deltas it would be 1 - P-bar(a, b) by algebra, and
+        # an order leaking into the reading (batch composition, padding, non-determinism) would not show.
+        s_ba, s_ab = self.both_deltas([p.swapped() for p in pairs])
+        p_bar_swapped = position_free_probability(s_ba, s_ab)
         bias = position_bias(d_ab, d_ba)
         decided = [i for i, p in enumerate(pairs) if p.rule != "tie"]
         by_rule: dict[str, list[bool]] = {}
@@ -191,9 +200,9 @@ class Preference:
             "pairs": len(pairs),
             "accuracy": mean(right),
             "accuracy_one_order": mean(right_one),
+            "p_bar_bias": float((p_bar + p_bar_swapped - 1).abs().max()),
             "position_bias": float(bias.mean()),
             "position_bias_abs": float(bias.abs().mean()),
-            "p_bar_symmetry": float((p_bar + position_free_probability(d_ba, d_ab) - 1).abs().max()),
             "by_rule": {rule: mean(v) for rule, v in sorted(by_rule.items())},
         }
 
