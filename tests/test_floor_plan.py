@@ -163,3 +163,29 @@ def test_no_function_over_80_lines_nor_over_60_in_the_rollout():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit:
                 long.append(f"{relative(path)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert long == []
+
+
+# --------------------------------------------------------------------------- the config's path
+
+
+@pytest.mark.slow
+def test_the_grpo_config_returns_to_a_file_it_left_at_most_12_times(small_model_name):
+    """benchmarks/trace_config.py: one GRPO step of `train(config)` on the small model, every call of a
+    `helpers` function that passes the config on (the script's docstring defines it), first 200 calls."""
+    import importlib.util
+
+    import torch
+
+    torch.set_num_threads(2)
+    spec = importlib.util.spec_from_file_location("trace_config", ROOT.parent / "benchmarks" / "trace_config.py")
+    trace = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trace)
+    calls = trace.trace_one_step(model=small_model_name)
+    found = trace.figures(calls, 200)
+    functions = [call["function"] for call in calls]
+    # the trace follows the config from the loop through the data and the rollout to the checkpoint
+    for name in ("train", "open_session", "step_questions", "train_step", "rollout_groups", "make_request",
+                 "save_checkpoint"):
+        assert name in functions, f"{name} never received the config: the trace lost it"
+    assert found["returns"] == found["stays"] - found["files"]
+    assert found["returns"] <= 12, " -> ".join(f"{name} ({count})" for name, count in found["sequence"])
