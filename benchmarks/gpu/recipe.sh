@@ -2,19 +2,21 @@
 # One GPU window for the search agent's recipe (helpers.presets AGENT_STAGES), run detached on the
 # GPU machine from the repository root (README.md here):
 #   1. stage `habit` alone from the SFT adapter (also the one-process throughput figure);
-#   2. from its checkpoint, side by side: stage `answers` (the recipe's path), stage `trim` straight
-#      from `habit` (can the tool penalty stand in for stage 2?), the evaluation of `habit`, and the
-#      model-written multi-hop questions (helpers.multihop write) until the training ends;
+#   2. from its checkpoint, side by side: stage `trim` (the recipe's path), the measured alternative
+#      (ALT_PRESET's ALT_STAGE, default h200_agent_answers' exact-match `answers`), the evaluation of
+#      `habit`, and the model-written multi-hop questions (helpers.multihop write);
 #   3. both evaluations side by side, the reports, the throughput report, every stage's adapter.
 # Everything lands in $RESULTS as it is made, so a window cut short still returns what it measured.
 #   setsid nohup bash benchmarks/gpu/recipe.sh >/root/window.out 2>&1 < /dev/null &
-#   PRESET=cpu-dry-agent MODEL=smollm2-135m HABIT_MIN=0.5 NEXT_MIN=0.5 INIT=<checkpoint> RESULTS=/tmp/r \
-#     WORK=/tmp/w BUNDLE=/nonexistent bash benchmarks/gpu/recipe.sh      # the same on a CPU
+#   PRESET=cpu-dry-agent ALT_PRESET=cpu-dry-agent ALT_STAGE=trim MODEL=smollm2-135m HABIT_MIN=0.3 NEXT_MIN=0.3 \
+#     INIT=<checkpoint> RESULTS=/tmp/r WORK=/tmp/w BUNDLE=/nonexistent bash benchmarks/gpu/recipe.sh   # on a CPU
 set -u
 PRESET=${PRESET:-h200_agent}
 INIT=${INIT:-results/h200_search/sft_adapter}
 HABIT_MIN=${HABIT_MIN:-6}
 NEXT_MIN=${NEXT_MIN:-6}
+ALT_PRESET=${ALT_PRESET:-h200_agent_answers}
+ALT_STAGE=${ALT_STAGE:-answers}
 WRITE_BATCH=${WRITE_BATCH:-64}
 SFT_EVAL=${SFT_EVAL:-results/h200_search/eval/sft.jsonl}  # the same SFT adapter, test split and budgets
 source "$(dirname "$0")/common.sh"
@@ -42,24 +44,24 @@ export_stage agent habit
 HABIT=$("$PY" -c "import json; print(json.load(open('$WORK/agent/grpo_habit/summary.json'))['checkpoint'])")
 log "habit checkpoint $HABIT"
 
-experiment answers "${AGENT[@]}" --stage grpo --grpo-stage answers --max-minutes "$NEXT_MIN" & A=$!
-experiment trim --out "$R/trim" --work "$WORK/trim" --stage grpo --grpo-stage trim --init-from "$HABIT" \
-  --max-minutes "$NEXT_MIN" & T=$!
+experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --max-minutes "$NEXT_MIN" & T=$!
+PRESET=$ALT_PRESET experiment alt --out "$R/alt" --work "$WORK/alt" --stage grpo --grpo-stage "$ALT_STAGE" \
+  --init-from "$HABIT" --max-minutes "$NEXT_MIN" & A=$!
 experiment eval_habit "${AGENT[@]}" --stage eval --only stage_habit &
 UNTIL=$(date -u -d "+$(python3 -c "print(int(float('$NEXT_MIN') + 0.5))") min" +%H:%M)
 "$PY" -m helpers.multihop write --model "$MODEL" --batch "$WRITE_BATCH" --until "$UNTIL" \
-  --progress "$R/written_progress.jsonl" --out "$R/written.jsonl" >"$R/multihop_write.log" 2>&1 &
+  --progress "$R/written_progress.jsonl" --out "$R/written.jsonl" --verdicts "$R/verdicts.jsonl" \
+  >"$R/multihop_write.log" 2>&1 &
 W=$!
 wait $A $T
-"$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_answers" "$WORK/trim/grpo_trim" \
+"$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_trim" "$WORK/alt/grpo_$ALT_STAGE" \
   --out "$R/throughput_side_by_side.json" 2>&1 | tee -a "$R/window.log"
 
-experiment eval_answers "${AGENT[@]}" --stage eval --only sft_grpo &
-experiment eval_trim --out "$R/trim" --work "$WORK/trim" --stage eval --only sft_grpo &
+experiment eval_trim "${AGENT[@]}" --stage eval --only sft_grpo &
+PRESET=$ALT_PRESET experiment eval_alt --out "$R/alt" --work "$WORK/alt" --stage eval --only sft_grpo &
 wait  # the evaluations, the habit's evaluation and the writer
 log "multihop write: $(tail -c 400 "$R/multihop_write.log" | tr '\r' '\n' | grep '^{' | tail -1)"
-cp helpers/multihop/verdicts.jsonl "$R/verdicts.jsonl" 2>/dev/null
 [ -f "$SFT_EVAL" ] && mkdir -p "$R/agent/eval" && cp -n "$SFT_EVAL" "$R/agent/eval/sft.jsonl"
 experiment report_agent "${AGENT[@]}" --stage report
-experiment report_trim --out "$R/trim" --work "$WORK/trim" --stage report
+PRESET=$ALT_PRESET experiment report_alt --out "$R/alt" --work "$WORK/alt" --stage report
 log "all done"

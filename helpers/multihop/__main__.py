@@ -70,7 +70,7 @@ def solve(model: str, limit: int | None, out_path: Path, seed: int) -> int:
 
 
 def write(model: str, limit: int | None, batch: int, until: str | None, progress: Path, out_path: Path,
-          seed: int) -> int:
+          seed: int, verdicts_path: Path = build.VERDICTS_FILE) -> int:
     from collections import Counter
     from datetime import datetime, timezone
 
@@ -120,9 +120,9 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
         records.update((r["id"], r) for r in done)
         new = [dict(r["verdict"], model=model) for r in done if r["verdict"]]
         if new:
-            old = build.load_verdicts(build.VERDICTS_FILE)
+            old = build.load_verdicts(verdicts_path) if verdicts_path.exists() else build.load_verdicts()
             old.update((v["id"], {k: v[k] for k in ("id", "with_all", "with_first", "pass", "model")}) for v in new)
-            solvers.write_verdicts(list(old.values()), build.VERDICTS_FILE)
+            solvers.write_verdicts(list(old.values()), verdicts_path)
         kept = [dict(r["candidate"], license=build.LICENSE) for r in records.values() if r["kept"]]
         write_jsonl(out_path, sorted(kept, key=lambda c: c["id"]))
         bar.set_postfix(kept=len(kept))
@@ -171,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     p_write.add_argument("--progress", type=Path, default=None,
                          help="resumable record of every chain tried (default DATA_DIR/written_progress.jsonl)")
     p_write.add_argument("--out", type=Path, default=None)
+    p_write.add_argument("--verdicts", type=Path, default=build.VERDICTS_FILE,
+                         help="where the solvers' verdicts go (default: the committed verdicts.jsonl; a GPU window "
+                         "writes beside its results and the file is copied back)")
     p_write.add_argument("--seed", type=int, default=build.SEED)
     p_show = sub.add_parser("show", help="print random verified questions as a Markdown table")
     p_show.add_argument("count", type=int, nargs="?", default=30)
@@ -185,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         from helpers.multihop.written import WRITTEN_FILE
 
         progress = args.progress or config.DATA_DIR / "written_progress.jsonl"
-        return write(args.model, args.limit, args.batch, args.until, progress, args.out or WRITTEN_FILE, args.seed)
+        return write(args.model, args.limit, args.batch, args.until, progress, args.out or WRITTEN_FILE, args.seed,
+                     args.verdicts)
     return show(args.count, args.seed)
 
 
