@@ -16,7 +16,10 @@ Reward terms for training, in the spirit of StepSearch's per-search reward: each
 ``redundancy`` when it brought no passage the trajectory had not already read. Summed over a
 trajectory the gains are the gold recall of everything it read, so in GRPO (one advantage per
 trajectory) this pays for reaching the gold passages, by whatever queries, and charges for searches
-that repeat themselves. The terms are small next to exact match (by default finding every gold
+that repeat themselves. A third term, in the spirit of s3's gain over plain RAG, pays
+``beyond_rag`` times the gold recall the trajectory reached *above* the raw question's own top-k
+(question-as-query retrieval): only searching that finds what the question alone does not find earns
+it — a first query better than the question, or a second search for the bridge entity. The terms are small next to exact match (by default finding every gold
 passage is worth a tenth of a right answer) and apply only to a trajectory that ended with a valid
 answer, so no amount of searching outweighs answering right, nor pays for never answering.
 
@@ -231,10 +234,12 @@ class EvidenceRewardConfig:
 
     gain: float = 0.1  # all gold passages newly retrieved (spread over the searches that found them)
     redundancy: float = 0.05  # per search that brought no passage not read before
+    beyond_rag: float = 0.0  # gold recall above the question-as-query top-k's (0: off)
 
     def __post_init__(self) -> None:
-        if self.gain < 0 or self.redundancy < 0:
-            raise ValueError(f"gain and redundancy are weights >= 0, got {self.gain} and {self.redundancy}")
+        if min(self.gain, self.redundancy, self.beyond_rag) < 0:
+            raise ValueError(f"gain, redundancy and beyond_rag are weights >= 0, got {self.gain}, "
+                             f"{self.redundancy} and {self.beyond_rag}")
 
 
 @dataclass
@@ -242,43 +247,74 @@ class EvidenceTerms:
     base: float  # the outcome reward (exact match / format)
     gain: float
     redundancy: float
-    reward: float  # base + gain - redundancy (terms only with a valid format)
+    reward: float  # base + gain + beyond_rag - redundancy (terms only with a valid format)
     gold_found: int
     redundant_searches: int
+    beyond_rag: float = 0.0
+
+
+def rag_recall(question: str, gold_ids: Sequence[str], search: Any) -> float | None:
+    """Gold recall of the raw question as the only query (plain RAG's top-k on `search`); None when
+    the question has no gold on record or the backend does not name its passages."""
+    if not gold_ids:
+        return None
+    ids, _ = search_evidence(question, [], search)
+    return None if ids is None else len(set(ids) & set(gold_ids)) / len(set(gold_ids))
 
 
 def evidence_terms(trajectory: Any, config: EvidenceRewardConfig = EvidenceRewardConfig(),
-                   gold_ids: Sequence[str] | None = None) -> EvidenceTerms:
-    """Outcome reward plus the retrieval terms of one finished trajectory whose answer was checked."""
+                   gold_ids: Sequence[str] | None = None, baseline: float | None = None) -> EvidenceTerms:
+    """Outcome reward plus the retrieval terms of one finished trajectory whose answer was checked;
+    `baseline` is the question-as-query gold recall (`rag_recall`) the `beyond_rag` term pays above."""
     report = trajectory_evidence(trajectory, gold_ids)
     # from the answer check's facts: a reward is computed before the trajectory's reward is written
     base = outcome_reward(trajectory.valid_format, trajectory.exact_match)
-    gain = redundancy = 0.0
+    gain = redundancy = beyond = 0.0
     if trajectory.valid_format:
         gains = [len(s.new_gold) / len(report.gold_ids) for s in report.searches] if report.gold_ids else []
         gain = config.gain * sum(gains)
         redundancy = config.redundancy * report.redundant_searches
-    return EvidenceTerms(base, gain, redundancy, base + gain - redundancy, report.gold_found,
-                         report.redundant_searches)
+        if config.beyond_rag and baseline is not None and report.gold_recall is not None:
+            beyond = config.beyond_rag * max(0.0, report.gold_recall - baseline)
+    return EvidenceTerms(base, gain, redundancy, base + gain + beyond - redundancy, report.gold_found,
+                         report.redundant_searches, beyond)
 
 
 def evidence_reward(gain: float = EvidenceRewardConfig.gain,
-                    redundancy: float = EvidenceRewardConfig.redundancy):
+                    redundancy: float = EvidenceRewardConfig.redundancy,
+                    beyond_rag: float = EvidenceRewardConfig.beyond_rag, search: Any = None):
     """The reward registered as "evidence": exact match plus the retrieval terms, one group at a time.
 
-        TrainConfig(reward="evidence", reward_options={"gain": 0.1, "redundancy": 0.05})
+        TrainConfig(reward="evidence", reward_options={"gain": 0.1, "redundancy": 0.05, "beyond_rag": 0.3})
 
-    Each step logs the terms' means: `outcome` (exact match / format), `evidence_gain`,
-    `redundancy`, `gold_found` and `redundant_searches` per trajectory.
+    `beyond_rag` > 0 re-runs each question once as its own query on `search` (default: the local
+    index, deterministic, top 3 as in training) for the baseline. Each step logs the terms' means:
+    `outcome` (exact match / format), `evidence_gain`, `beyond_rag`, `redundancy`, `gold_found` and
+    `redundant_searches` per trajectory.
     """
-    config = EvidenceRewardConfig(gain, redundancy)
+    config = EvidenceRewardConfig(gain, redundancy, beyond_rag)
+    baselines: dict[str, float | None] = {}  # question id -> question-as-query gold recall
+
+    def baseline_of(example, gold) -> float | None:
+        nonlocal search
+        if not config.beyond_rag:
+            return None
+        if example.id not in baselines:
+            if search is None:
+                from helpers.search.local import LocalSearchClient
+
+                search = LocalSearchClient()
+            baselines[example.id] = rag_recall(example.question, gold, search)
+        return baselines[example.id]
 
     def reward(group) -> GroupRewards:
         gold = gold_passage_ids(group.example)
-        terms = [evidence_terms(t, config, gold) for t in group.trajectories]
+        baseline = baseline_of(group.example, gold)
+        terms = [evidence_terms(t, config, gold, baseline) for t in group.trajectories]
         return GroupRewards([t.reward for t in terms], {
             "outcome": [t.base for t in terms],
             "evidence_gain": [t.gain for t in terms],
+            "beyond_rag": [t.beyond_rag for t in terms],
             "redundancy": [t.redundancy for t in terms],
             "gold_found": [float(t.gold_found) for t in terms],
             "redundant_searches": [float(t.redundant_searches) for t in terms],

@@ -114,6 +114,28 @@ def test_reward_terms_pay_new_gold_charge_repeats_and_need_a_valid_answer(batch)
         EvidenceRewardConfig(gain=-1)
 
 
+def test_beyond_rag_pays_only_the_gold_the_question_alone_does_not_retrieve(batch, search):
+    from helpers.evidence import rag_recall
+    from helpers.rollout import groups_of
+
+    baseline = rag_recall(QUESTION, GOLD, search)  # the question's own top 1: one of the two gold passages
+    assert baseline == 0.5
+    terms = [evidence_terms(t, EvidenceRewardConfig(gain=0.0, redundancy=0.0, beyond_rag=0.4), GOLD, baseline)
+             for t in batch]
+    # memory: nothing read; the question as query: the baseline itself; two hops: both gold, 0.5 above it;
+    # the repeats find no gold; the last never answered (no term without a valid answer)
+    assert [t.beyond_rag for t in terms] == pytest.approx([0.0, 0.0, 0.2, 0.0, 0.0])
+    assert [t.reward for t in terms] == pytest.approx([1.0, 1.0, 1.2, 0.0, -0.1])
+    (group,) = groups_of(list(batch))
+    result = evidence_reward(gain=0.0, redundancy=0.0, beyond_rag=0.4, search=search)(group)
+    assert result.rewards == pytest.approx([1.0, 1.0, 1.2, 0.0, -0.1])
+    assert result.components["beyond_rag"] == pytest.approx([0.0, 0.0, 0.2, 0.0, 0.0])
+    off = evidence_reward(gain=0.0, redundancy=0.0, search=search)(group)  # the default adds nothing
+    assert off.rewards == pytest.approx([1.0, 1.0, 1.0, 0.0, -0.1])
+    with pytest.raises(ValueError):
+        EvidenceRewardConfig(beyond_rag=-0.1)
+
+
 def test_the_training_step_finds_the_evidence_reward_by_name(batch):
     from helpers.reward_functions import make_reward, reward_names
     from helpers.rollout import groups_of
