@@ -18,6 +18,10 @@ NEXT_MIN=${NEXT_MIN:-6}
 ALT_PRESET=${ALT_PRESET:-h200_agent_answers}
 ALT_STAGE=${ALT_STAGE:-answers}
 WRITE_BATCH=${WRITE_BATCH:-64}
+# extra options of the recipe's runs and of the alternative, e.g.
+#   SETS='--set habit.reward_options={"gain":0.3,"beyond_rag":0.3}'  ALT_SETS='--set grpo.micro_batch_datums=128'
+read -r -a SET_ARGS <<< "${SETS:-}"
+read -r -a ALT_SET_ARGS <<< "${ALT_SETS:-}"
 SFT_EVAL=${SFT_EVAL:-results/h200_search/eval/sft.jsonl}  # the same SFT adapter, test split and budgets
 source "$(dirname "$0")/common.sh"
 log "start recipe preset=$PRESET habit=${HABIT_MIN}min next=${NEXT_MIN}min init=$INIT"
@@ -36,7 +40,7 @@ plan = make_plan('$PRESET', '$R/$1', '$WORK/$1')
 print(export_adapter(_policy_of(plan.stages['$2']), Path('$R/$2/adapter')))" >>"$R/export.log" 2>&1
   log "export $2: status $?"
 }
-AGENT=(--out "$R/agent" --work "$WORK/agent")
+AGENT=(--out "$R/agent" --work "$WORK/agent" "${SET_ARGS[@]}")
 
 experiment habit "${AGENT[@]}" --stage grpo --grpo-stage habit --init-from "$INIT" --max-minutes "$HABIT_MIN"
 "$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_habit" --out "$R/throughput_alone.json" 2>&1 | tee -a "$R/window.log"
@@ -45,7 +49,7 @@ HABIT=$("$PY" -c "import json; print(json.load(open('$WORK/agent/grpo_habit/summ
 log "habit checkpoint $HABIT"
 
 experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --max-minutes "$NEXT_MIN" & T=$!
-PRESET=$ALT_PRESET experiment alt --out "$R/alt" --work "$WORK/alt" --stage grpo --grpo-stage "$ALT_STAGE" \
+PRESET=$ALT_PRESET experiment alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage grpo --grpo-stage "$ALT_STAGE" \
   --init-from "$HABIT" --max-minutes "$NEXT_MIN" & A=$!
 experiment eval_habit "${AGENT[@]}" --stage eval --only stage_habit &
 UNTIL=$(date -u -d "+$(python3 -c "print(int(float('$NEXT_MIN') + 0.5))") min" +%H:%M)
@@ -58,10 +62,10 @@ wait $A $T
   --out "$R/throughput_side_by_side.json" 2>&1 | tee -a "$R/window.log"
 
 experiment eval_trim "${AGENT[@]}" --stage eval --only sft_grpo &
-PRESET=$ALT_PRESET experiment eval_alt --out "$R/alt" --work "$WORK/alt" --stage eval --only sft_grpo &
+PRESET=$ALT_PRESET experiment eval_alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage eval --only sft_grpo &
 wait  # the evaluations, the habit's evaluation and the writer
 log "multihop write: $(tail -c 400 "$R/multihop_write.log" | tr '\r' '\n' | grep '^{' | tail -1)"
 [ -f "$SFT_EVAL" ] && mkdir -p "$R/agent/eval" && cp -n "$SFT_EVAL" "$R/agent/eval/sft.jsonl"
 experiment report_agent "${AGENT[@]}" --stage report
-PRESET=$ALT_PRESET experiment report_alt --out "$R/alt" --work "$WORK/alt" --stage report
+PRESET=$ALT_PRESET experiment report_alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage report
 log "all done"
