@@ -303,13 +303,23 @@ SEARCH_LEARNED_COLUMNS = [
 ]
 
 
-def format_search_learned(tables: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
-    """Markdown: one row per (run, data source) of `search_learned_table`; – where a group is empty."""
+# The second search alone: how often, and the strict EM of the questions where the agent searched
+# again against those where it stopped.
+SECOND_SEARCH_COLUMNS = [
+    ("n", "n"), ("em_strict", "EM strict"), ("second_search_share", "≥2 searches"), ("n_again", "n searched again"),
+    ("em_if_again", "EM if searched again"), ("em_if_stopped", "EM if stopped"),
+]
+
+
+def format_search_learned(tables: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                          columns: Sequence[tuple[str, str]] = SEARCH_LEARNED_COLUMNS) -> str:
+    """Markdown: one row per (run, data source) of `search_learned_table`, `columns` as (key, title);
+    – where a group is empty."""
     def cell(value) -> str:
         return "–" if value is None else str(value) if isinstance(value, int) else f"{value:.3f}"
 
-    header = ["run", "source"] + [title for _, title in SEARCH_LEARNED_COLUMNS]
-    rows = [[label, source] + [cell(values.get(key)) for key, _ in SEARCH_LEARNED_COLUMNS]
+    header = ["run", "source"] + [title for _, title in columns]
+    rows = [[label, source] + [cell(values.get(key)) for key, _ in columns]
             for label, groups in tables.items() for source, values in groups.items()]
     return str(Table(header, rows))
 

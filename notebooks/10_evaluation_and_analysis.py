@@ -256,6 +256,38 @@ plt.show()
 # retrieves for the first time and a small charge for a search that shows nothing new (the
 # per-search reward of StepSearch), only on trajectories that end with a valid answer. Notebook 11
 # has you write such a reward.
+#
+# ## A recipe that keeps the second search
+#
+# The **search agent** (`agent`, recorded in `results/h200_agent`) starts from SFT on such a teacher and
+# trains GRPO in two stages, each from the previous stage's adapter: `habit`, on the evidence reward
+# with half of each batch from the synthetic multi-hop split, whose questions need a second search;
+# then `trim`, on notebook 11's gated reward (exact match, with a tool-call penalty anchored to the
+# group). Same test questions, budgets and greedy decoding; beside the recorded run's SFT + GRPO:
+
+# %%
+from helpers.analyse import SECOND_SEARCH_COLUMNS
+from helpers.course.policies import POLICY_LABELS, SEARCHES_AGAIN, TRAINED_POLICY, policy_run
+from helpers.course.recorded import policy_rows
+
+staged = {f"{policy_run(name)}/{name}": search_learned_table(policy_rows(name), search_client("local"))
+          for name in (TRAINED_POLICY, SEARCHES_AGAIN)}
+display(Markdown(format_search_learned(staged, columns=SECOND_SEARCH_COLUMNS)))
+trained_hotpot, agent_hotpot = (staged[f"{policy_run(name)}/{name}"]["hotpotqa"]
+                                for name in (TRAINED_POLICY, SEARCHES_AGAIN))
+print(f"HotpotQA: a second search on {agent_hotpot['second_search_share']:.0%} of the questions "
+      f"({POLICY_LABELS[TRAINED_POLICY]}: {trained_hotpot['second_search_share']:.0%}); strict EM "
+      f"{agent_hotpot['em_if_again']:.2f} where the agent searched again, "
+      f"{agent_hotpot['em_if_stopped']:.2f} where it stopped")
+
+# %% [markdown]
+# What the stages changed: from SFT, exact match alone removes the second search within a few dozen
+# updates, because a two-search trajectory rarely wins its group. The `habit` stage pays for each
+# gold passage a search retrieves, so the search on the bridge entity wins its group and stays;
+# `trim` then pays only for right answers and charges each search against the group's others, which
+# removes the searches that do not pay. On HotpotQA the agent is right more often where it searched
+# again than where it stopped; over all questions its exact match is slightly below that of
+# SFT + GRPO. It is the policy the playgrounds' "searched 2 times" questions run.
 
 # %% [markdown]
 # ## The recorded runs in a tracker
@@ -285,7 +317,8 @@ except ImportError:
 # known, then recorded test questions where the budgets matter) and press Enter: the agent answers it on this machine, with the local search index, and you
 # see its trajectory as a tree. The default agent is the trained policy — the SFT + GRPO adapter of the
 # recorded GPU run when it was trained on this profile's model, else your checkpoint from notebook
-# 09 — and the picker switches to the SFT policy, the base model or your own checkpoint. Evaluation
+# 09 — and the picker switches to the search agent (the one that searches again), the SFT policy, the
+# base model or your own checkpoint. Evaluation
 # samples one trajectory per question at temperature 0, so the group size starts at 1; raise it (and
 # the temperature) to see other attempts. A typed question has no reference answer, so its reward
 # only checks the format. The sliders are the evaluation's budgets; the table says what each change
@@ -384,7 +417,7 @@ display(Markdown("\n".join([
 # below its one-search ones, their advantages were negative, and the policy moved towards one
 # search — which is what an exact-match reward asks for. A second search survives only where it wins
 # its group; the README of the recorded run compares rewards and training questions that make it
-# win (its run C).
+# win (its run C), and the search agent above is trained so that it does.
 #
 # ## Questionnaire
 #

@@ -62,20 +62,22 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # rollouts. On a CPU the profiles keep it to minutes (`sweep_budgets`, `sweep_questions`: $b = 0, 1, 2$
 # on one held-out question in the fast profile, $b = 0, 1, 3$ on 4 in the full one, with turns of at
 # most `sweep_assistant_tokens`, since a batch decodes until its longest turn ends); the recorded
-# GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model and the recorded run's SFT and
-# SFT + GRPO adapters (`helpers.course.policies`) where they fit this profile's model; otherwise (the fast
-# profile's small model) notebook 09's checkpoints when it has been run in this profile.
+# GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model, the recorded run's SFT and
+# SFT + GRPO adapters and the search agent's, the policy that searches again (`helpers.course.policies`),
+# where they fit this profile's model; otherwise (the fast profile's small model) notebook 09's
+# checkpoints in place of SFT and SFT + GRPO when it has been run in this profile.
 #
 # **Which questions, and what four of them can show.** Four questions taken at random are almost
 # always answered wrong by a 0.5B model at every budget: a flat line at 0 that says nothing. So the
 # questions are picked where the lesson shows (`helpers.widgets.live.sweep_questions`): HotpotQA
-# comparisons ("Are X and Y both …?") on which, in the recorded evaluation, the SFT + GRPO policy
-# answered right after one search and the SFT policy answered right only after a second search (on
-# a term from its first search's evidence) (a CPU measurement of the sweep itself, `python -m
+# questions on which, in the recorded evaluations, the SFT + GRPO policy answered right after one
+# search and the search agent answered right after a second search (on a name from its first
+# search's evidence) (a CPU measurement of the sweep itself, `python -m
 # helpers.widgets.measured record`, takes their place once it is recorded in `results/cpu_measured`).
 # On such questions the sweep *can* show the shape of the recorded curve: nothing at $b = 0$ (the
 # trained policies call and are stopped, −0.1), a rise at $b = 1$, and a further rise from $b = 1$
-# to $b = 3$ only for the policy that searches again (at $b = 1$ a second call is refused). It
+# to $b = 3$ only for the search agent, the policy that searches again (at $b = 1$ a second call is
+# refused). It
 # *cannot* show the level, nor that the shape holds in general: the questions were chosen because
 # the policies do well on them, four questions move accuracy in steps of 0.25, the recorded
 # evaluation ran greedy on a GPU while this sweep samples at temperature 0.6 on your machine, so a
@@ -83,7 +85,8 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 
 # %%
 from helpers.data import load_examples
-from helpers.course.policies import POLICY_LABELS, PolicyNotAvailable, load_policy, recorded_or_learner, unavailable_reason
+from helpers.course.policies import (POLICY_LABELS, SEARCHES_AGAIN, PolicyNotAvailable, load_policy,
+                                     recorded_or_learner, unavailable_reason)
 from helpers.widgets.course import search_client
 from helpers.widgets.live import sweep_questions
 
@@ -91,10 +94,11 @@ fast = config.is_fast()
 sweep_budgets = values["sweep_budgets"]
 questions = sweep_questions(values["sweep_questions"])  # picked where the lesson shows (see above)
 policies = {"base": load_policy("base")}
-for name in ("sft", "sft_grpo"):  # the names of the recorded sweep
+for name in ("sft", "sft_grpo", SEARCHES_AGAIN):  # the names of the recorded sweep, and the search agent
     source = recorded_or_learner(name)  # the recorded adapter, or notebook 09's checkpoint in its place
     if source is None:
-        print(f"no {POLICY_LABELS[name]} policy here: {unavailable_reason(name)}; nor a checkpoint of notebook 09")
+        print(f"no {POLICY_LABELS[name]} policy here: {unavailable_reason(name)}; "
+              "and no checkpoint of notebook 09 in its place")
         continue
     try:
         policies[name] = load_policy(source)
@@ -163,7 +167,7 @@ curve
 # against the previous budget: searches made, evidence kept, how the trajectory ended, its answer
 # and reward. (Each question is rolled out once, a group of one, so there is no advantage to show.)
 # Compare what you see with the recorded curve: from $b = 0$ to $b = 1$ answers appear; above 1
-# little changes for SFT + GRPO, because it stops after one search — pick the SFT policy to see a
+# little changes for SFT + GRPO, because it stops after one search — pick the search agent to see a
 # larger budget change its answers.
 
 # %%
@@ -230,6 +234,8 @@ check_tokens_per_correct(points, "base", last.budget,
 # does move: the one search raises tokens per question from about 270 to about 1,340, mostly the
 # observation read on the next turn. The curve will bend upwards past $b = 1$ only once a policy
 # searches more than once when it needs to (notebook 10 shows why GRPO removed the second search).
+# The search agent is such a policy; the recorded sweep does not include it, your own sweep above
+# does where its adapter runs.
 #
 # ## Questionnaire
 #
@@ -247,8 +253,8 @@ check_tokens_per_correct(points, "base", last.budget,
 # 2. One turn per call, plus the final answer turn.
 # 3. Every observation is read again as context by every later turn, while the model writes only a
 #    short call or answer.
-# 4. More searching stops paying. The recorded curves are flat from $b = 1$, because no policy
-#    searches twice.
+# 4. More searching stops paying. The recorded curves are flat from $b = 1$, because no policy of
+#    the recorded sweep searches twice.
 # 5. It charges a policy for its wrong answers too: a cheap policy that is rarely right is not cheap
 #    per answer that counts.
 #

@@ -106,15 +106,15 @@ def test_a_question_that_names_its_policy_picks_it():
         return searches_run(values)
 
     once = BudgetQuestion(SearchExample("a", "question a", ["x"], "hotpotqa"), "answered after one search", "sft_grpo")
-    twice = BudgetQuestion(SearchExample("b", "question b", ["y"], "hotpotqa"), "searched twice", "sft")
+    twice = BudgetQuestion(SearchExample("b", "question b", ["y"], "hotpotqa"), "searched twice", "agent")
     typed = BudgetQuestion(SearchExample("c", "question c", ["z"], "hotpotqa"), "cut", None)
-    options = [("SFT + GRPO", "sft_grpo"), ("SFT", "sft"), ("base model", "base")]
+    options = [("SFT + GRPO", "sft_grpo"), ("search agent", "agent"), ("SFT", "sft"), ("base model", "base")]
     playground = RolloutPlayground(run, values=budgets("fast"), policies=options, policy="sft_grpo",
                                    questions=[once, twice, typed], background=False)
     playground.pickers["question"].value = "question b"
-    assert playground.pickers["policy"].value == "sft" and seen[-1] == ("sft", "b")
+    assert playground.pickers["policy"].value == "agent" and seen[-1] == ("agent", "b")
     playground.pickers["question"].value = "question c"  # names no policy: the picked one stays
-    assert seen[-1] == ("sft", "c")
+    assert seen[-1] == ("agent", "c")
     playground.pickers["question"].value = "question a"
     assert seen[-1] == ("sft_grpo", "a")
 
@@ -352,17 +352,24 @@ def _row(qid, calls, cut=0, right=False, source="hotpotqa"):
             "mode": "agent", "search_calls": calls, "truncated_observations": cut, "exact_match": right}
 
 
+def _write_policy_eval(name, rows):
+    """A recorded policy's evaluation rows where its own run keeps them (under the patched results folder)."""
+    from helpers.course.policies import evaluation_path
+
+    path = evaluation_path(name)
+    _write_eval(path.parent, path.stem, rows)
+
+
 def test_budget_questions_take_each_kind_in_turn(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
-    folder = tmp_path / "run" / "eval"
-    _write_eval(folder, "sft", [_row("a", 1), _row("b", 2), _row("c", 2), _row("d", 1), _row("e", 1)])
-    _write_eval(folder, "sft_grpo", [_row("a", 1, right=True), _row("b", 1), _row("c", 1), _row("d", 1, cut=1),
-                                     _row("e", 0)])
-    picked = budget_questions(run="run")
+    _write_policy_eval("agent", [_row("a", 1), _row("b", 2), _row("c", 2), _row("d", 1), _row("e", 1)])
+    _write_policy_eval("sft_grpo", [_row("a", 1, right=True), _row("b", 1), _row("c", 1), _row("d", 1, cut=1),
+                                    _row("e", 0)])
+    picked = budget_questions()
     assert [q.example.id for q in picked] == ["a", "b", "d", "c"]
     assert "answered right after one search" in picked[0].why and "searched 2 times" in picked[1].why
     assert "cut" in picked[2].why and picked[0].example.answers == ["gold a"]
-    assert [q.example.id for q in budget_questions(limit=2, run="run")] == ["a", "b"]
+    assert [q.example.id for q in budget_questions(limit=2)] == ["a", "b"]
     assert budget_questions(run="missing") == []
 
 
@@ -475,24 +482,42 @@ def test_the_twice_prompts_are_the_measured_second_searches_and_run_the_policy_t
     from helpers.course.policies import SEARCHES_AGAIN
 
     monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
-    folder = tmp_path / "run" / "eval"
-    # in the recorded run "b" was searched twice; measured on a CPU, only "m" was
-    _write_eval(folder, "sft", [_row("a", 1), _row("b", 2), _row("d", 1)])
-    _write_eval(folder, "sft_grpo", [_row("a", 1, right=True), _row("b", 1), _row("d", 1, cut=1)])
+    # in the recorded evaluation "b" was searched twice; measured on a CPU, only "m" was
+    _write_policy_eval(SEARCHES_AGAIN, [_row("a", 1), _row("b", 2), _row("d", 1)])
+    _write_policy_eval("sft_grpo", [_row("a", 1, right=True), _row("b", 1), _row("d", 1, cut=1)])
     measured = [_measured("m", SEARCHES_AGAIN, "playground", 2, True), _measured("n", SEARCHES_AGAIN, "playground", 1, True),
                 _measured("b", SEARCHES_AGAIN, "playground", 1, False)]
     monkeypatch.setattr("helpers.widgets.live.recorded_or_learner", lambda name, model=None: name)
-    picked = budget_questions(run="run", measured=measured)
+    picked = budget_questions(measured=measured)
     twice = [q for q in picked if "searched 2 times" in q.why]
     assert [q.example.id for q in twice] == ["m"] and twice[0].policy == SEARCHES_AGAIN
     assert "on a CPU" in twice[0].why and "'q0' → 'q1'" in twice[0].why
     once = [q for q in picked if "after one search" in q.why]
     assert once[0].policy == "sft_grpo" and "−0.1" in once[0].why and "from memory" not in once[0].why
-    # without a measurement the recorded run's second searches are offered
-    assert [q.example.id for q in budget_questions(run="run", measured=[]) if "searched 2" in q.why] == ["b"]
+    # without a measurement the recorded evaluation's second searches are offered
+    assert [q.example.id for q in budget_questions(measured=[]) if "searched 2" in q.why] == ["b"]
     # a policy that cannot run here is not named: the picked one stays
     monkeypatch.setattr("helpers.widgets.live.recorded_or_learner", lambda name, model=None: None)
-    assert all(q.policy is None for q in budget_questions(run="run", measured=measured))
+    assert all(q.policy is None for q in budget_questions(measured=measured))
+
+
+def test_the_twice_prompts_run_the_search_agent_from_its_own_rows(tmp_path, monkeypatch):
+    """The agent's CPU rows pick the "twice" prompts; without them its own run's recorded rows do,
+    whatever another policy did on a CPU or in another run."""
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr("helpers.widgets.live.recorded_or_learner", lambda name, model=None: name)
+    _write_eval(tmp_path / "h200_search" / "eval", "sft", [_row("s", 2), _row("r", 1)])
+    _write_eval(tmp_path / "h200_search" / "eval", "sft_grpo", [_row("s", 1), _row("r", 2)])
+    _write_eval(tmp_path / "h200_agent" / "eval", "sft_grpo", [_row("g", 2), _row("s", 1), _row("r", 1)])
+
+    def twice(measured):
+        return [(q.example.id, q.policy) for q in budget_questions(measured=measured) if "searched 2 times" in q.why]
+
+    sft_on_cpu = [_measured("s", "sft", "playground", 2, True)]
+    assert twice(sft_on_cpu + [_measured("m", "agent", "playground", 2, True)]) == [("m", "agent")]
+    picked = [q for q in budget_questions(measured=sft_on_cpu) if "searched 2 times" in q.why]
+    assert [(q.example.id, q.policy) for q in picked] == [("g", "agent")]
+    assert "search agent" in picked[0].why and "h200_agent" in picked[0].why
 
 
 def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
@@ -508,16 +533,16 @@ def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
     picked = sweep_questions(4, rows)
     assert [q.id for q in picked] == ["more", "first", "more2", "flat"]
     assert picked[0].answers == ["gold more"] and [q.id for q in sweep_questions(2, rows)] == ["more", "first"]
-    # no sweep measured (only the playground's): the recorded evaluation's questions where SFT answered
-    # right after two searches and SFT + GRPO right after one
+    # no sweep measured (only the playground's): the recorded evaluations' questions where the search
+    # agent answered right after two searches and SFT + GRPO right after one
     playground_only = [_measured("m", SEARCHES_AGAIN, "playground", 2, True)]
     recorded = sweep_questions(4, playground_only)
-    sft = {r["id"]: r for r in read_jsonl(config.RESULTS_DIR / "h200_search" / "eval" / "sft.jsonl")}
+    again = {r["id"]: r for r in read_jsonl(config.RESULTS_DIR / "h200_agent" / "eval" / "sft_grpo.jsonl")}
     grpo = {r["id"]: r for r in read_jsonl(config.RESULTS_DIR / "h200_search" / "eval" / "sft_grpo.jsonl")}
-    assert len(recorded) == 4 and recorded[0].question == "Are Ian Brown and Dee Snider both actors?"
+    assert len(recorded) == 4 and recorded[0].question == "Tysons Galleria is located in what county?"
     for q in recorded:
-        assert sft[q.id]["search_calls"] == 2 and sft[q.id]["exact_match"] and grpo[q.id]["exact_match"]
-        assert grpo[q.id]["search_calls"] == 1 and q.answers == sft[q.id]["answers"]
+        assert again[q.id]["search_calls"] == 2 and again[q.id]["exact_match"] and grpo[q.id]["exact_match"]
+        assert grpo[q.id]["search_calls"] == 1 and q.answers == again[q.id]["answers"]
 
 
 def test_the_recorded_measurement_has_a_second_search_of_the_policy_that_searches_again():
@@ -538,11 +563,11 @@ def test_a_twice_prompt_makes_its_policy_search_again_on_a_cpu(monkeypatch):
     budgets, greedy, one branch), with the policy it names: a second search happens."""
     import torch
 
-    from helpers.course.policies import unavailable_reason
+    from helpers.course.policies import SEARCHES_AGAIN, unavailable_reason
 
     monkeypatch.setenv("COURSE_PROFILE", "full")
     twice = [q for q in budget_questions() if "searched" in q.why and "times" in q.why]
-    assert twice and twice[0].policy is not None, unavailable_reason("sft")
+    assert twice and twice[0].policy is not None, unavailable_reason(SEARCHES_AGAIN)
     torch.set_num_threads(2)
     run = live_run_fn(seed=1)
     values = {**budgets("full"), "group_size": 1, "temperature": 0.0, "policy": twice[0].policy,

@@ -12,6 +12,7 @@ from helpers import config
 from helpers.course import policies
 from helpers.course.policies import (
     PolicyNotAvailable,
+    adapter_dir,
     default_policy,
     learner_checkpoints,
     load_policy,
@@ -67,6 +68,27 @@ def test_recorded_policies_load_their_adapter_once_per_model(results):
     assert load_policy("sft_grpo", model="qwen2.5-0.5b", service=service) is policy
     base = load_policy("base", model="qwen2.5-0.5b", service=service)
     assert base.path is None and service.calls == [("qwen2.5-0.5b", policy.path), ("qwen2.5-0.5b", None)]
+
+
+def test_the_search_agent_loads_by_name_from_its_own_run_folder(results):
+    """The agent's adapter lives in the run of its staged recipe, not in the recorded run of the other two."""
+    assert policies.SEARCHES_AGAIN == "agent"
+    reason = unavailable_reason("agent", "qwen2.5-0.5b")
+    assert "recorded run h200_agent has no search agent" in reason and "h200_agent/adapter/meta.json" in reason
+    adapter = results / "h200_agent" / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "meta.json").write_text(json.dumps({"base_model": "qwen2.5-0.5b"}))
+    assert unavailable_reason("agent", "qwen2.5-0.5b") is None and adapter_dir("agent") == adapter
+    service = FakeService()
+    agent = load_policy("agent", model="qwen2.5-0.5b", service=service)
+    trained = load_policy("sft_grpo", model="qwen2.5-0.5b", service=service)
+    assert agent.path == str(adapter) and trained.path == str(results / policies.RECORDED_RUN / "adapter")
+    assert agent.label == "search agent (SFT → habit → trim)" and agent is not trained
+    labels = dict((value, label) for label, value in policy_options("qwen2.5-0.5b"))
+    assert labels["agent"] == "search agent (SFT → habit → trim) (recorded run h200_agent)"
+    assert "not available here" in policy_options("smollm2-135m")[1][0]
+    # a test's one run folder stands in for every policy's own run
+    assert adapter_dir("agent", run="toy") == results / "toy" / "adapter"
 
 
 def test_the_default_is_the_trained_policy_where_it_runs(results, monkeypatch):

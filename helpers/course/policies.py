@@ -1,8 +1,9 @@
-"""The policies a learner can run: the base model, the recorded run's SFT and SFT + GRPO adapters,
-or a checkpoint of their own (notebook 09's).
+"""The policies a learner can run: the base model, the recorded runs' adapters (SFT and SFT + GRPO
+of the recorded run, and the search agent of the staged recipe), or a checkpoint of their own
+(notebook 09's).
 
     from helpers.course.policies import load_policy
-    policy = load_policy("sft_grpo")          # or "base", "sft", or a checkpoint path
+    policy = load_policy("sft_grpo")          # or "base", "sft", "agent", or a checkpoint path
     policy.sampler.sample(...)                # a SamplingClient; policy.tokenizer is its tokenizer
 
 A policy is a sampling client on the base model plus, except for `base`, a LoRA adapter. The
@@ -23,17 +24,39 @@ from pytrio import PyTrioError
 from helpers import config
 from helpers.course.state import engine, recall
 
-# The recorded GPU run whose adapters the live widgets use (results/<run>/adapter, .../sft_adapter).
+# The recorded GPU run the README reports, whose SFT and SFT + GRPO adapters the live widgets use.
 RECORDED_RUN = "h200_search"
-# Recorded policies and the folder of the run that holds each one's adapter (None: no adapter).
-RECORDED_ADAPTERS = {"base": None, "sft": "sft_adapter", "sft_grpo": "adapter"}
-POLICY_LABELS = {"base": "base model", "sft": "SFT", "sft_grpo": "SFT + GRPO"}
-# One colour per policy in every plot and widget, whichever policies are shown together.
+# The recorded run of the search agent's staged recipe (SFT → GRPO stage `habit` → stage `trim`).
+AGENT_RUN = "h200_agent"
+
+
+@dataclass(frozen=True)
+class RecordedPolicy:
+    """Where a recorded policy lives: results/<run>/<adapter>, its evaluation rows
+    results/<run>/eval/<evaluation>.jsonl (the label the run's evaluation gave it)."""
+
+    run: str
+    adapter: str
+    evaluation: str
+
+
+# The recorded policies by name (None: the base model, no adapter). Each names its own run: the
+# search agent was trained by another run than the other two.
+RECORDED_POLICIES: dict[str, RecordedPolicy | None] = {
+    "base": None,
+    "sft": RecordedPolicy(RECORDED_RUN, "sft_adapter", "sft"),
+    "sft_grpo": RecordedPolicy(RECORDED_RUN, "adapter", "sft_grpo"),
+    "agent": RecordedPolicy(AGENT_RUN, "adapter", "sft_grpo"),
+}
+POLICY_LABELS = {"base": "base model", "sft": "SFT", "sft_grpo": "SFT + GRPO",
+                 "agent": "search agent (SFT → habit → trim)"}
+# The trained policy every picker starts from (`default_policy`).
 TRAINED_POLICY = "sft_grpo"
 # The policy that searches again when its first search did not settle the question: the budget
-# playground's "twice" prompts run it. The recorded SFT policy does (on HotpotQA comparison
-# questions); SFT + GRPO almost never searches twice. A later policy that searches again is named here.
-SEARCHES_AGAIN = "sft"
+# playground's "twice" prompts run it. The search agent does (a second search on a quarter of the
+# HotpotQA test questions, often on the entity that links the two hops); the recorded SFT + GRPO
+# policy almost never searches twice.
+SEARCHES_AGAIN = "agent"
 
 
 class PolicyNotAvailable(ValueError):
@@ -42,7 +65,7 @@ class PolicyNotAvailable(ValueError):
 
 @dataclass
 class Policy:
-    name: str  # "base", "sft", "sft_grpo", or the checkpoint path it was loaded from
+    name: str  # a recorded policy ("base", "sft", "sft_grpo", "agent") or the checkpoint path it was loaded from
     model: str
     sampler: Any
     tokenizer: Any
@@ -60,12 +83,31 @@ def run_dir(run: str | None = None) -> Path:
     return config.RESULTS_DIR / (run or RECORDED_RUN)
 
 
+def recorded_policy(name: str) -> RecordedPolicy | None:
+    """The recorded policy `name` (None for the base model); PolicyNotAvailable for any other name."""
+    if name not in RECORDED_POLICIES:
+        raise PolicyNotAvailable(f"unknown recorded policy {name!r}: pick one of {', '.join(RECORDED_POLICIES)}")
+    return RECORDED_POLICIES[name]
+
+
+def policy_run(name: str, run: str | None = None) -> str | None:
+    """The run that holds recorded policy `name` (`run` in its place when given; None for the base model)."""
+    policy = recorded_policy(name)
+    return None if policy is None else run or policy.run
+
+
 def adapter_dir(name: str, run: str | None = None) -> Path | None:
-    """Where the recorded run keeps `name`'s adapter (None for the base model)."""
-    if name not in RECORDED_ADAPTERS:
-        raise PolicyNotAvailable(f"unknown recorded policy {name!r}: pick one of {', '.join(RECORDED_ADAPTERS)}")
-    folder = RECORDED_ADAPTERS[name]
-    return None if folder is None else run_dir(run) / folder
+    """Where recorded policy `name` keeps its adapter (None for the base model): in its own run, or
+    in `run` when given (a test builds one run folder that holds every policy)."""
+    policy = recorded_policy(name)
+    return None if policy is None else run_dir(policy_run(name, run)) / policy.adapter
+
+
+def evaluation_path(name: str, run: str | None = None) -> Path | None:
+    """Where recorded policy `name` keeps its evaluation rows on the test split (None for the base
+    model, which has no single agent evaluation); `run` in place of its own run when given."""
+    policy = recorded_policy(name)
+    return None if policy is None else run_dir(policy_run(name, run)) / "eval" / f"{policy.evaluation}.jsonl"
 
 
 def _meta(directory: Path) -> dict[str, Any] | None:
@@ -87,7 +129,7 @@ def unavailable_reason(name: str, model: str | None = None, run: str | None = No
     meta = _meta(directory)
     relative = directory.relative_to(config.PROJECT_ROOT) if directory.is_relative_to(config.PROJECT_ROOT) else directory
     if meta is None:
-        return (f"the recorded run {run or RECORDED_RUN} has no {POLICY_LABELS[name]} adapter committed "
+        return (f"the recorded run {policy_run(name, run)} has no {POLICY_LABELS[name]} adapter committed "
                 f"({relative}/meta.json is missing); pick another policy, or the path of your own checkpoint")
     trained_on = meta.get("base_model")
     if trained_on != model:
@@ -112,8 +154,8 @@ def learner_checkpoints() -> dict[str, str]:
 
 
 def recorded_or_learner(name: str, model: str | None = None) -> str | None:
-    """What `load_policy` takes for the policy `name` ("sft" or "sft_grpo") here: the recorded
-    adapter when it runs with this model, else notebook 09's checkpoint in its place, else None."""
+    """What `load_policy` takes for the recorded policy `name` here: its adapter when it runs with
+    this model, else notebook 09's checkpoint in its place ("sft", "sft_grpo"), else None."""
     if unavailable_reason(name, model) is None:
         return name
     return _learner_paths().get(name)
@@ -129,9 +171,9 @@ def policy_options(model: str | None = None) -> list[tuple[str, str]]:
     """(label, value) pairs for a policy picker: the recorded policies (each marked when it cannot
     run here), then notebook 09's checkpoints. Values are what `load_policy` takes."""
     options = []
-    for name in (TRAINED_POLICY, "sft", "base"):
+    for name in (TRAINED_POLICY, SEARCHES_AGAIN, "sft", "base"):
         reason = unavailable_reason(name, model)
-        suffix = "" if name == "base" else f" (recorded run {RECORDED_RUN})"
+        suffix = "" if name == "base" else f" (recorded run {policy_run(name)})"
         if reason is not None:
             suffix += " — not available here"
         options.append((POLICY_LABELS[name] + suffix, name))
@@ -140,14 +182,14 @@ def policy_options(model: str | None = None) -> list[tuple[str, str]]:
 
 
 def load_policy(policy: str | None = None, *, model: str | None = None, service: Any = None) -> Policy:
-    """A sampling client for `policy` ("base", "sft", "sft_grpo" or a checkpoint path), loaded once
+    """A sampling client for `policy` (a recorded policy's name or a checkpoint path), loaded once
     per kernel and model. Raises PolicyNotAvailable with what to do instead when it cannot run."""
     model = model or config.default_model()
     name = str(policy or default_policy(model))
     key = (model, name)
     if key in _LOADED:
         return _LOADED[key]
-    if name in RECORDED_ADAPTERS:
+    if name in RECORDED_POLICIES:
         reason = unavailable_reason(name, model)
         if reason is not None:
             raise PolicyNotAvailable(reason)
@@ -158,7 +200,7 @@ def load_policy(policy: str | None = None, *, model: str | None = None, service:
         if "://" not in path:
             if not Path(path).is_dir():
                 raise PolicyNotAvailable(
-                    f"unknown policy {name!r}: pick one of {', '.join(RECORDED_ADAPTERS)}, or give the directory "
+                    f"unknown policy {name!r}: pick one of {', '.join(RECORDED_POLICIES)}, or give the directory "
                     "of a checkpoint (adapter.safetensors + meta.json, as notebook 09 saves it)")
             meta = _meta(Path(path))
             if meta is None:

@@ -9,7 +9,8 @@ changes the text with it:
 
 `RECORDED_RUN` (`helpers.course.policies`) names the run the README reports; a run's evaluation rows are
 `results/<run>/eval/<label>.jsonl` (labels `base_agent`, `base_closed_book`, `base_rag`, `sft`,
-`sft_grpo`), its training metrics `results/<run>/<stage>/metrics.jsonl`.
+`sft_grpo`), its training metrics `results/<run>/<stage>/metrics.jsonl`. A recorded policy of
+another run (the search agent, `agent`, of `AGENT_RUN`) is read by its name: `policy_rows("agent")`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from helpers import config
 from helpers.analyse import first_last_quarter, summarise
-from helpers.course.policies import RECORDED_RUN
+from helpers.course.policies import RECORDED_RUN, evaluation_path
 from helpers.running_example import RUNNING_EXAMPLE
 from helpers.runs import read_jsonl
 
@@ -44,6 +45,14 @@ def _read(path: Path) -> list[dict[str, Any]]:
 def eval_rows(label: str, run: str | None = None) -> list[dict[str, Any]]:
     """The evaluation rows of one policy of a recorded run (one row per test question)."""
     return _read(run_folder(run) / "eval" / f"{label}.jsonl")
+
+
+def policy_rows(name: str) -> list[dict[str, Any]]:
+    """The evaluation rows of a recorded policy by its name ("sft", "sft_grpo", "agent"), from its own run."""
+    path = evaluation_path(name)
+    if path is None:
+        raise ValueError(f"the recorded policy {name!r} has no evaluation of its own; pick a trained one")
+    return _read(path)
 
 
 def eval_summary(label: str, run: str | None = None, source: str = "all") -> dict[str, Any]:

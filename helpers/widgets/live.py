@@ -14,8 +14,8 @@ from functools import lru_cache
 from itertools import zip_longest
 from typing import Any, Callable, Sequence
 
-from helpers.course.policies import (POLICY_LABELS, RECORDED_RUN, SEARCHES_AGAIN, TRAINED_POLICY, load_policy,
-                                     recorded_or_learner, run_dir)
+from helpers.course.policies import (POLICY_LABELS, RECORDED_POLICIES, RECORDED_RUN, SEARCHES_AGAIN, TRAINED_POLICY,
+                                     evaluation_path, load_policy, policy_run, recorded_or_learner)
 from helpers.course.state import search_client
 from helpers.data import SearchExample, load_examples
 from helpers.running_example import ANSWER, QUERIES, RUNNING_EXAMPLE
@@ -36,27 +36,33 @@ class BudgetQuestion:
 
 
 def _recorded_rows(run: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
-    """The recorded evaluation's agent rows: policy name -> question id -> row."""
-    folder = run_dir(run) / "eval"
-    return {name: {row["id"]: row for row in read_jsonl(folder / f"{name}.jsonl") if row.get("mode", "agent") == "agent"}
-            for name in ("sft", "sft_grpo")}
+    """Each recorded policy's evaluation rows in the agent loop, read from the policy's own run (or
+    from `run` when given): policy name -> question id -> row ({} where a run has none)."""
+    out = {}
+    for name in RECORDED_POLICIES:
+        path = evaluation_path(name, run)
+        if path is not None:
+            out[name] = {row["id"]: row for row in read_jsonl(path) if row.get("mode", "agent") == "agent"}
+    return out
 
 
 def _second_searches(run: str | None, measured: Sequence[dict[str, Any]] | None) -> list[tuple[dict[str, Any], str]]:
-    """(row, why) for the questions where the policy that searches again made a second search:
-    measured on a CPU with the playground's budgets when measured, else the recorded GPU run's."""
+    """(row, why) for the questions where the policy that searches again (`SEARCHES_AGAIN`) made a
+    second search: measured on a CPU with the playground's budgets where that policy was measured,
+    else in its recorded GPU evaluation (HotpotQA)."""
     label = POLICY_LABELS.get(SEARCHES_AGAIN, SEARCHES_AGAIN)
-    measured = list(measured if measured is not None else measured_rows())
-    rows = [row for row in measured if row["policy"] == SEARCHES_AGAIN and row["setting"] == "playground"
-            and int(row["search_calls"]) >= 2]
+    measured = [row for row in (measured if measured is not None else measured_rows())
+                if row["policy"] == SEARCHES_AGAIN and row["setting"] == "playground"]
+    rows = [row for row in measured if int(row["search_calls"]) >= 2]
     where = "on a CPU, greedy, with these budgets,"
-    if not measured:
-        rows = [row for row in _recorded_rows(run)[SEARCHES_AGAIN].values()
+    if not measured:  # a CPU measurement of another policy says nothing about this one
+        rows = [row for row in _recorded_rows(run).get(SEARCHES_AGAIN, {}).values()
                 if int(row.get("search_calls", 0)) >= 2 and row.get("data_source") == "hotpotqa"]
-        where = f"in the recorded run ({run or RECORDED_RUN})"
-    return [(row, f"{where} the {label} policy searched {row['search_calls']} times here ("
+        where = f"in its recorded evaluation ({policy_run(SEARCHES_AGAIN, run)})"
+    trained = POLICY_LABELS[TRAINED_POLICY]
+    return [(row, f"{where} the {label} searched {row['search_calls']} times here ("
                   + " → ".join(repr(str(q)) for q in row.get("queries") or []) + "): lower max_search_calls to 1 "
-                  "to refuse the second search (the branch then ends on that call, −0.1); SFT + GRPO almost never "
+                  f"to refuse the second search (the branch then ends on that call, −0.1); {trained} almost never "
                   "searches twice, so a budget above 1 changes nothing for it") for row in rows]
 
 
@@ -64,23 +70,26 @@ def budget_questions(limit: int = 8, run: str | None = None,
                      measured: Sequence[dict[str, Any]] | None = None) -> list[BudgetQuestion]:
     """Questions where moving a budget changes what the agent does, and the policy each one runs.
 
-    Taken in turn from three kinds, so the first few cover all of them: the SFT + GRPO policy
-    answered right after one search in the recorded run (max_search_calls 1 → 0 refuses that
-    search: the branch ends on its call with −0.1, since the policy never learned to answer without
-    searching); the policy that searches again (`SEARCHES_AGAIN`) made a second search — measured
-    on a CPU with the playground's budgets (`helpers.widgets.measured`), else as recorded — and
+    Taken in turn from three kinds, so the first few cover all of them: the trained policy
+    (`TRAINED_POLICY`, SFT + GRPO) answered right after one search in the recorded run
+    (max_search_calls 1 → 0 refuses that search: the branch ends on its call with −0.1, since the
+    policy never learned to answer without searching); the policy that searches again
+    (`SEARCHES_AGAIN`, the search agent) made a second search — measured on a CPU with the
+    playground's budgets (`helpers.widgets.measured`), else in its recorded evaluation — and
     max_search_calls 2 → 1 refuses it; the evidence was cut to the observation budget
-    (max_tool_response_tokens). Within a kind, the shortest questions first. Empty when the run
-    has no evaluation rows. A prompt names its policy only where that policy runs here.
+    (max_tool_response_tokens) in a recorded evaluation. Within a kind, the shortest questions
+    first. Empty when the recorded runs have no evaluation rows. A prompt names its policy only
+    where that policy runs here.
     """
     by_policy = _recorded_rows(run)
-    ids = list(dict.fromkeys([*by_policy["sft_grpo"], *by_policy["sft"]]))
+    ids = list(dict.fromkeys(qid for name in (TRAINED_POLICY, *by_policy) for qid in by_policy.get(name, {})))
     if not ids:
         return []
-    rows: dict[str, dict[str, Any]] = {qid: by_policy["sft_grpo"].get(qid) or by_policy["sft"][qid] for qid in ids}
+    rows: dict[str, dict[str, Any]] = {qid: next(by_policy[name][qid] for name in (TRAINED_POLICY, *by_policy)
+                                                 if qid in by_policy.get(name, {})) for qid in ids}
 
     def calls(name: str, qid: str) -> int:
-        return int(by_policy[name].get(qid, {}).get("search_calls", 0))
+        return int(by_policy.get(name, {}).get(qid, {}).get("search_calls", 0))
 
     twice = []
     for row, why in _second_searches(run, measured):
@@ -89,11 +98,11 @@ def budget_questions(limit: int = 8, run: str | None = None,
     cut = [(qid, "in the recorded run the evidence was cut to the observation budget: lower "
                  "max_tool_response_tokens to cut more", None)
            for qid in ids if any(int(by_policy[n].get(qid, {}).get("truncated_observations", 0)) for n in by_policy)]
-    once = [(qid, "the SFT + GRPO policy answered right after one search: with max_search_calls = 0 that search "
-                  "is refused, and the branch ends on its call (search_budget) with −0.1 — this policy never "
-                  "learned to answer without searching", recorded_or_learner(TRAINED_POLICY))
-            for qid in ids if calls("sft_grpo", qid) == 1 and by_policy["sft_grpo"][qid].get("exact_match")
-            and qid not in {item[0] for item in twice}]  # a question the SFT policy searches twice on teaches that
+    once = [(qid, f"the {POLICY_LABELS[TRAINED_POLICY]} policy answered right after one search: with max_search_calls "
+                  "= 0 that search is refused, and the branch ends on its call (search_budget) with −0.1 — this "
+                  "policy never learned to answer without searching", recorded_or_learner(TRAINED_POLICY))
+            for qid in ids if calls(TRAINED_POLICY, qid) == 1 and by_policy[TRAINED_POLICY][qid].get("exact_match")
+            and qid not in {item[0] for item in twice}]  # a question searched twice on teaches that
     picked: dict[str, tuple[str, str | None]] = {}
     # Shortest questions first: their tool calls fit small turn budgets and their trees fit on screen.
     queues = [sorted(kind, key=lambda item: len(rows[item[0]]["question"])) for kind in (once, twice, cut)]
@@ -128,8 +137,9 @@ def sweep_questions(limit: int, rows: Sequence[dict[str, Any]] | None = None,
     the policy that searches again was wrong at b = 1 and right at b = 3 (a larger budget helps a
     policy that searches again), and the trained policy was right at b = 1 (b = 0 → 1 rises: at
     b = 0 its call is refused); measured questions that show neither follow. Without such rows:
-    the recorded evaluation's HotpotQA questions where SFT answered right after two searches and
-    SFT + GRPO right after one, shortest first; without those, the first test questions.
+    the recorded evaluations' HotpotQA questions where the policy that searches again answered
+    right after two searches and the trained policy right after one, shortest first; without
+    those, the first test questions.
     """
     rows = [row for row in (rows if rows is not None else measured_rows()) if row["setting"].startswith("sweep")]
     if not rows:
@@ -154,12 +164,12 @@ def sweep_questions(limit: int, rows: Sequence[dict[str, Any]] | None = None,
 
 def _recorded_sweep_questions(limit: int, run: str | None = None) -> list[SearchExample]:
     by_policy = _recorded_rows(run)
-    sft, trained = by_policy[SEARCHES_AGAIN], by_policy[TRAINED_POLICY]
-    ids = [qid for qid, row in sft.items() if row.get("data_source") == "hotpotqa" and row.get("exact_match")
+    again, trained = by_policy.get(SEARCHES_AGAIN, {}), by_policy.get(TRAINED_POLICY, {})
+    ids = [qid for qid, row in again.items() if row.get("data_source") == "hotpotqa" and row.get("exact_match")
            and int(row.get("search_calls", 0)) >= 2 and trained.get(qid, {}).get("exact_match")
            and int(trained[qid].get("search_calls", 0)) == 1]
-    ids.sort(key=lambda qid: len(sft[qid]["question"]))
-    return [SearchExample(qid, str(sft[qid]["question"]), [str(a) for a in sft[qid]["answers"]], "hotpotqa")
+    ids.sort(key=lambda qid: len(again[qid]["question"]))
+    return [SearchExample(qid, str(again[qid]["question"]), [str(a) for a in again[qid]["answers"]], "hotpotqa")
             for qid in ids[:limit]]
 
 
@@ -220,16 +230,16 @@ def forced_path(example: Any, run: str | None = None) -> tuple[list[str], str, s
     """The searches and the answer a teacher-forced branch gives for `example`, and their origin.
 
     The running example: its two hops and its gold answer. A question of the recorded evaluation:
-    what a trained policy of the recorded run searched and answered there (the policy that searched
-    more often, so that a search budget has something to refuse). None for any other question.
+    what a trained recorded policy searched and answered there (the one that searched most often, so
+    that a search budget has something to refuse). None for any other question.
     """
     if example.id == RUNNING_EXAMPLE.id:
         return list(QUERIES), ANSWER, "the running example's two searches and its gold answer"
-    rows = [(name, row.get(example.id)) for name, row in _recorded_rows(run).items()]
+    rows = [(name, rows.get(example.id)) for name, rows in _recorded_rows(run).items()]
     rows = [(name, row) for name, row in rows if row and row.get("queries") and row.get("answer")]
     if not rows:
         return None
-    name, row = max(rows, key=lambda item: (len(item[1]["queries"]), item[0] == "sft_grpo"))
+    name, row = max(rows, key=lambda item: (len(item[1]["queries"]), item[0] == TRAINED_POLICY))
     return ([str(q) for q in row["queries"]], str(row["answer"]),
             f"the searches and the answer of the recorded {POLICY_LABELS[name]} policy on this question")
 

@@ -12,8 +12,8 @@ and what each policy did is kept in `measured_path()` (rows of `measure`, under 
 The settings (`plan`):
 
 - "playground": the playground's budgets (the full profile's), one greedy trajectory per question:
-  where the policy that searches again (`SEARCHES_AGAIN`) makes a second search, the question is
-  one of the playground's "twice" prompts (`helpers.widgets.live.budget_questions`);
+  where the policy that searches again (`SEARCHES_AGAIN`, the search agent) makes a second search,
+  the question is one of the playground's "twice" prompts (`helpers.widgets.live.budget_questions`);
 - "sweep b=<b>": notebook 12's budget-forced protocol (`helpers.efficiency.budget_config`, its
   temperature and turn length) at b = 1 and 3: `helpers.widgets.live.sweep_questions` picks the
   questions where the learner's own sweep shows the shape of the recorded curve.
@@ -39,21 +39,18 @@ def measured_path() -> Path:
     return config.RESULTS_DIR / "cpu_measured" / "rows.jsonl"
 
 
-# Test questions of the recorded evaluation (HotpotQA): the SFT policy searched twice and answered
-# right there, or the SFT + GRPO policy answered right after one search; shortest first.
+# HotpotQA test questions where the search agent (`SEARCHES_AGAIN`) searched twice and answered right
+# in its recorded GPU evaluation (results/h200_agent/eval): comparisons and bridge questions, whose
+# second query is a name from the first search's evidence; shortest first.
 CANDIDATES = (
-    "5ae3fd2c5542995dadf2428f",  # Are Ian Brown and Dee Snider both actors?
+    "5a80b3a9554299485f5986cc",  # Tysons Galleria is located in what county?
     "5a7ec95b55429934daa2fc67",  # Were Gregory La Cava and Mike Judge both actors?
     "5add11935542994734353827",  # Were the bands Skin Yard and Ostava from the U.S.?
-    "5a8aee2c55429970aeb70338",  # Are both George Duran and Ara Babajian famous chefs?
-    "5adf72d35542992d7e9f9369",  # Are William Kronick and Jon Turteltaub both television writers ?
-    "5ab56e32554299637185c594",  # Are Random House Tower and 888 7th Avenue both used for real estate?
-    "5a8a7d2b55429930ff3c0dfc",  # Are the flowering plants Ecballium and Elatostema in the same family?
-    "5adbf84555429947ff17387c",  # Are both Adolfo Bioy Casares and James Norman Hall Argentinian authors?
-    "5a80b0565542996402f6a5f0",  # Which band was formed first, Lit or Adorable?
-    "5a7642f7554299109176e6e8",  # who is younger Ulrich Walter or  Luca Parmitano?
-    "5a7a1b165542996c55b2dd10",  # Who was born first, Connie Willis or Margaret Landon?
     "5a7e5ec25542991319bc947a",  # Which tennis player is younger, John Newcombe or Květa Peschke?
+    "5adbf84555429947ff17387c",  # Are both Adolfo Bioy Casares and James Norman Hall Argentinian authors?
+    "5a83880e554299123d8c214e",  # Suicide's 1977 released album features a song based on what brand's comic …
+    "5ae7eaf65542994a481bbe1d",  # When was the former Indian cricketer who made his ODI debuts during the 2000 …
+    "5ae63dad55429929b0807afe",  # When was the British author who wrote the novel on which "Here We Go Round …
 )
 SWEEP_BUDGETS = MEASURED_SWEEP["budgets"]
 
