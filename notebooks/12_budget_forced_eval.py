@@ -62,10 +62,11 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # rollouts. On a CPU the profiles keep it to minutes (`sweep_budgets`, `sweep_questions`: $b = 0, 1, 2$
 # on one held-out question in the fast profile, $b = 0, 1, 3$ on 4 in the full one, with turns of at
 # most `sweep_assistant_tokens`, since a batch decodes until its longest turn ends); the recorded
-# GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model, the recorded run's SFT and
-# SFT + GRPO adapters and the search agent's, the policy that searches again (`helpers.course.policies`),
-# where they fit this profile's model; otherwise (the fast profile's small model) notebook 09's
-# checkpoints in place of SFT and SFT + GRPO when it has been run in this profile.
+# GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model, the recorded SFT + GRPO adapter
+# (it stops after one search) and the search agent's (the policy that searches again,
+# `helpers.course.policies`), where they fit this profile's model; otherwise (the fast profile's small
+# model) notebook 09's SFT + GRPO checkpoint in its place when it has been run in this profile. The
+# recorded sweep below has the SFT policy too.
 #
 # **Which questions, and what four of them can show.** Four questions taken at random are almost
 # always answered wrong by a 0.5B model at every budget: a flat line at 0 that says nothing. So the
@@ -94,7 +95,7 @@ fast = config.is_fast()
 sweep_budgets = values["sweep_budgets"]
 questions = sweep_questions(values["sweep_questions"])  # picked where the lesson shows (see above)
 policies = {"base": load_policy("base")}
-for name in ("sft", "sft_grpo", SEARCHES_AGAIN):  # the names of the recorded sweep, and the search agent
+for name in ("sft_grpo", SEARCHES_AGAIN):  # the one that stops after a search, the one that searches again
     source = recorded_or_learner(name)  # the recorded adapter, or notebook 09's checkpoint in its place
     if source is None:
         print(f"no {POLICY_LABELS[name]} policy here: {unavailable_reason(name)}; "
