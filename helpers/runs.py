@@ -193,6 +193,16 @@ class RunDir:
         append_jsonl(self.checkpoints, row)
         return row
 
+    def prune_checkpoints(self, keep: int) -> None:
+        """Delete the saved states in checkpoints/ but those of the last `keep` records."""
+        folder = self.path / "checkpoints"
+        if not folder.is_dir() or keep < 1:
+            return
+        wanted = {str(Path(row["path"]).resolve()) for row in self.checkpoint_rows()[-keep:]}
+        for child in folder.iterdir():
+            if child.is_dir() and str(child.resolve()) not in wanted:
+                shutil.rmtree(child, ignore_errors=True)
+
     def keep_metrics_before(self, step: int) -> None:
         """Drop metric rows of steps a resumed run will redo, so every step is logged once."""
         write_jsonl(self.metrics, [row for row in read_jsonl(self.metrics) if row.get("step", -1) < step])

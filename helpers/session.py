@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,15 +84,5 @@ def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) ->
     response = result(session.training_client.save_state(name))
     path = materialise_checkpoint(response, session.run.path / "checkpoints" / f"step{steps_done:05d}")
     session.run.record_checkpoint(steps_done, path, time=time.time(), has_optimizer=session.optimised)
-    _prune_checkpoints(session.run, keep)
+    session.run.prune_checkpoints(keep)
     return path
-
-
-def _prune_checkpoints(run: RunDir, keep: int) -> None:
-    folder = run.path / "checkpoints"
-    if not folder.is_dir() or keep < 1:
-        return
-    wanted = {str(Path(row["path"]).resolve()) for row in run.checkpoint_rows()[-keep:]}
-    for child in folder.iterdir():
-        if child.is_dir() and str(child.resolve()) not in wanted:
-            shutil.rmtree(child, ignore_errors=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 from helpers.advantages import assign_advantages
 from helpers.data import SearchExample
-from helpers.protocol import build_messages, stop_sequences, template_family
+from helpers.protocol import build_messages, stop_sequences, stop_token_ids, template_family
 from helpers.reward import exact_match_reward, score
 from helpers.rollout.turns import PendingSearch, SampleRequest, consume_assistant, finish, make_request, resolve_searches
 from helpers.trajectory import (RolloutBatch, RolloutConfig, RolloutGroups, RolloutStats, Trajectory,
@@ -28,12 +28,17 @@ from helpers.trajectory import (RolloutBatch, RolloutConfig, RolloutGroups, Roll
 
 
 async def sample_requests_async(
-    sampling_client: Any, requests: list[SampleRequest], config: RolloutConfig, tokenizer: Any, on_done=None
+    sampling_client: Any, requests: list[SampleRequest], config: RolloutConfig, tokenizer: Any, on_done=None,
+    stops: list[str] | None = None,
 ) -> list[Any]:
-    """All requests of a turn at once; results in request order."""
+    """All requests of a turn at once; results in request order.
+
+    `stops`: the tokenizer's end-of-turn strings (`stop_sequences`), when the caller read them once
+    (`_Turns` does, for the whole rollout); None reads them from the tokenizer here.
+    """
     import pytrio as trio
 
-    stops = stop_sequences(tokenizer)
+    stops = stop_sequences(tokenizer) if stops is None else stops
 
     async def one(request: SampleRequest):
         params = trio.SamplingParams(max_tokens=request.max_tokens, seed=request.seed, stop=stops,
@@ -139,13 +144,12 @@ def rollout_groups(
         raise ValueError(f"group_size must be >= 1, got {config.group_size}")
     started = time.perf_counter()
     examples = [_as_example(ex) for ex in examples]
-    family = template_family(tokenizer)
+    turns = _Turns(sampling_client, tokenizer, search_client, config, RolloutStats(questions=len(examples)), progress)
     roots = [
         Trajectory(example=ex, group_index=0, question_index=qi,
-                   messages=build_messages(ex.question, config.search_budget, family))
+                   messages=build_messages(ex.question, config.search_budget, turns.family))
         for qi, ex in enumerate(examples)
     ]
-    turns = _Turns(sampling_client, tokenizer, search_client, config, RolloutStats(questions=len(examples)), progress)
     overall = _progress(len(roots) * config.group_size, "rollout (finished trajectories)", progress, leave=True)
     with _LoopThread() as runner:
         trajectories = turns.first(runner, roots)
@@ -175,6 +179,11 @@ class _Turns:
                  progress: bool):
         self.sampling_client, self.tokenizer, self.search_client = sampling_client, tokenizer, search_client
         self.config, self.stats, self.progress = config, stats, progress
+        # One tokenizer for the whole rollout: what the protocol says of it (the chat template's call
+        # format, the end-of-turn markers) is read here once, not again for every turn of every branch.
+        self.family = template_family(tokenizer)
+        self.stops = stop_sequences(tokenizer)
+        self.stop_ids = stop_token_ids(tokenizer)
 
     def sample(self, runner: _LoopThread, requests: list[SampleRequest], turn: int) -> list[Any]:
         if not requests:
@@ -182,7 +191,7 @@ class _Turns:
         bar = _progress(len(requests), f"turn {turn + 1}: sampling", self.progress)
         t0 = time.perf_counter()
         responses = runner.run(sample_requests_async(self.sampling_client, requests, self.config, self.tokenizer,
-                                                     on_done=lambda: bar.update(1)))
+                                                     on_done=lambda: bar.update(1), stops=self.stops))
         self.stats.sampling_seconds += time.perf_counter() - t0
         self.stats.sample_requests += len(requests)
         self.stats.turns += 1
@@ -222,7 +231,8 @@ class _Turns:
                 branch.group_index = g
                 trajectories.append(branch)
                 if response is not None:
-                    found = consume_assistant(branch, request.prompt_tokens, response.sequences[g], tokenizer, config)
+                    found = consume_assistant(branch, request.prompt_tokens, response.sequences[g], tokenizer, config,
+                                              self.stop_ids)
                     if found is not None:
                         pending.append(found)
         self.search(pending, 0)
@@ -241,7 +251,8 @@ class _Turns:
             if len(response.sequences) != 1:
                 raise ValueError(f"a later turn asked for 1 sample and got {len(response.sequences)}")
             trajectory = trajectories[request.trajectory_index]
-            found = consume_assistant(trajectory, request.prompt_tokens, response.sequences[0], tokenizer, config)
+            found = consume_assistant(trajectory, request.prompt_tokens, response.sequences[0], tokenizer, config,
+                                      self.stop_ids)
             if found is not None:
                 pending.append(found)
         self.search(pending, turn)

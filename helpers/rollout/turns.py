@@ -7,6 +7,7 @@ steps for every live branch of every group, turn after turn.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +38,14 @@ class PendingSearch:
     query: str
 
 
-def read_sequence(sequence: Any, tokenizer: Any) -> tuple[list[int], list[float], str]:
-    """The sampler's tokens and logprobs as they are, and the turn's text without its stop token."""
+def read_sequence(
+    sequence: Any, tokenizer: Any, stop_ids: Collection[int] | None = None
+) -> tuple[list[int], list[float], str]:
+    """The sampler's tokens and logprobs as they are, and the turn's text without its stop token.
+
+    `stop_ids`: the tokenizer's end-of-turn ids (`stop_token_ids`), when the caller read them once
+    (the rollout loop does, for all its turns); None reads them from the tokenizer here.
+    """
     tokens = [int(t) for t in sequence.tokens]
     logprobs = [float(x) for x in (sequence.logprobs or [])]
     if len(logprobs) != len(tokens):
@@ -46,7 +53,7 @@ def read_sequence(sequence: Any, tokenizer: Any) -> tuple[list[int], list[float]
             f"the sampler returned {len(tokens)} tokens but {len(logprobs)} logprobs; the rollout "
             "needs one old logprob per sampled token (sample with logprobs on)"
         )
-    stops = set(stop_token_ids(tokenizer))
+    stops = set(stop_token_ids(tokenizer) if stop_ids is None else stop_ids)
     end = len(tokens)
     while end and tokens[end - 1] in stops:
         end -= 1
@@ -66,9 +73,13 @@ def consume_assistant(
     sequence: Any,
     tokenizer: Any,
     config: RolloutConfig,
+    stop_ids: Collection[int] | None = None,
 ) -> PendingSearch | None:
-    """Record one sampled turn; return the search it asks for, or None when the branch ends."""
-    tokens, logprobs, text = read_sequence(sequence, tokenizer)
+    """Record one sampled turn; return the search it asks for, or None when the branch ends.
+
+    `stop_ids` as in `read_sequence` (the loop passes the ids it read once per rollout).
+    """
+    tokens, logprobs, text = read_sequence(sequence, tokenizer, stop_ids)
     parsed = parse_assistant(text)
     trajectory.turns.append(
         AssistantTurn(
