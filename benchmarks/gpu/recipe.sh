@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU window for the search agent's recipe (helpers.presets AGENT_STAGES), run detached on the
 # GPU machine from the repository root (README.md here):
-#   1. stage `habit` alone from the SFT adapter (also the one-process throughput figure);
+#   1. stage `habit` alone from the SFT adapter (also the one-process throughput figure); HABIT_MIN=0
+#      skips it and starts step 2 from INIT (e.g. INIT=results/h200_agent/adapter to train `trim` on);
 #   2. from its checkpoint, side by side: stage `trim` (the recipe's path), the measured alternative
 #      (ALT_PRESET's ALT_STAGE, default h200_agent_answers' exact-match `answers`), the evaluation of
 #      `habit`, and the model-written multi-hop questions (helpers.multihop write);
@@ -41,17 +42,26 @@ print(export_adapter(_policy_of(plan.stages['$2']), Path('$R/$2/adapter')))" >>"
   log "export $2: status $?"
 }
 AGENT=(--out "$R/agent" --work "$WORK/agent" "${SET_ARGS[@]}")
+if [ "${PREFERENCE:-0}" = 1 ]; then  # Perplexity's preference model, for a gated reward with s from it:
+  # ALT_SETS='--set trim.reward_options={"lambda_tool":0.2,"lambda_len":0.0,"preference":"/root/results/preference"}'
+  "$PY" -m helpers.preference train --model "$MODEL" --out "$R/preference" >"$R/preference.log" 2>&1
+  log "preference model exited $?: $(grep -i -m1 'accuracy' "$R/preference.log")"
+fi
 
-experiment habit "${AGENT[@]}" --stage grpo --grpo-stage habit --init-from "$INIT" --max-minutes "$HABIT_MIN"
-"$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_habit" --out "$R/throughput_alone.json" 2>&1 | tee -a "$R/window.log"
-export_stage agent habit
-HABIT=$("$PY" -c "import json; print(json.load(open('$WORK/agent/grpo_habit/summary.json'))['checkpoint'])")
-log "habit checkpoint $HABIT"
-
-experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --max-minutes "$NEXT_MIN" & T=$!
+if [ "$HABIT_MIN" = 0 ]; then  # continue from INIT (e.g. the recorded agent): stage 2 and the alternative only
+  HABIT=$INIT
+  experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --init-from "$INIT" --max-minutes "$NEXT_MIN" & T=$!
+else
+  experiment habit "${AGENT[@]}" --stage grpo --grpo-stage habit --init-from "$INIT" --max-minutes "$HABIT_MIN"
+  "$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_habit" --out "$R/throughput_alone.json" 2>&1 | tee -a "$R/window.log"
+  export_stage agent habit
+  HABIT=$("$PY" -c "import json; print(json.load(open('$WORK/agent/grpo_habit/summary.json'))['checkpoint'])")
+  log "habit checkpoint $HABIT"
+  experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --max-minutes "$NEXT_MIN" & T=$!
+  experiment eval_habit "${AGENT[@]}" --stage eval --only stage_habit &
+fi
 PRESET=$ALT_PRESET experiment alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage grpo --grpo-stage "$ALT_STAGE" \
   --init-from "$HABIT" --max-minutes "$NEXT_MIN" & A=$!
-experiment eval_habit "${AGENT[@]}" --stage eval --only stage_habit &
 UNTIL=$(date -u -d "+$(python3 -c "print(int(float('$NEXT_MIN') + 0.5))") min" +%H:%M)
 "$PY" -m helpers.multihop write --model "$MODEL" --batch "$WRITE_BATCH" --until "$UNTIL" \
   --progress "$R/written_progress.jsonl" --out "$R/written.jsonl" --verdicts "$R/verdicts.jsonl" \
