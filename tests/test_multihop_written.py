@@ -202,3 +202,28 @@ def test_set_up_merges_written_questions_after_the_rule_made_ones(tmp_path, corp
     report = build.prepare_synthetic(out_dir=out, corpus=corpus, index=index, show_progress=False,
                                      verdicts_path=failing, written_path=written_path, force=True)
     assert report["written_kept"] == 0
+
+
+def test_the_writer_keeps_its_verdicts_where_it_is_told(tmp_path, monkeypatch):
+    """`write --verdicts PATH` adds the new verdicts to PATH (a copy of the committed ones) and leaves
+    the committed file alone: on a rented GPU the repository is replaced by every call."""
+    import helpers.engine
+    from helpers.multihop import __main__ as cli
+
+    committed = build.VERDICTS_FILE.read_text()
+    chain = {"id": "mh-test-chain"}
+    verdict = {"id": "mh-test-chain", "with_all": True, "with_first": False, "pass": True}
+    record = {"id": "mh-test-chain", "reply": "q", "question": "q", "checks": {}, "verdict": verdict, "kept": True,
+              "candidate": {"id": "mh-test-chain", "question": "q"}}
+    monkeypatch.setattr(written, "fresh_chains", lambda *a, **k: iter([chain]))
+    monkeypatch.setattr(written, "write_batch", lambda chunk, *a, **k: [record])
+    client = SimpleNamespace(get_tokenizer=lambda: None)
+    monkeypatch.setattr(helpers.engine, "connect", lambda backend: SimpleNamespace(
+        create_sampling_client=lambda base_model: client))
+    out = tmp_path / "verdicts.jsonl"
+    assert cli.main(["write", "--verdicts", str(out), "--progress", str(tmp_path / "progress.jsonl"),
+                     "--out", str(tmp_path / "written.jsonl")]) == 0
+    kept = {row["id"]: row for row in map(json.loads, out.read_text().splitlines())}
+    assert kept["mh-test-chain"]["pass"] is True and kept["mh-test-chain"]["model"] == "qwen2.5-0.5b"
+    assert len(kept) == len(build.load_verdicts()) + 1  # the committed verdicts, and the new one
+    assert build.VERDICTS_FILE.read_text() == committed
