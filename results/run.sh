@@ -24,6 +24,9 @@ EFF=${EFF_OUT:-$(dirname "$OUT")/efficiency}
 # GRPO wall-clock minutes (it checkpoints and stops cleanly); a staged preset sets each stage's own
 STAGED=$("$PY" -c "from helpers.experiment import make_plan; print(int(bool(make_plan('$PRESET', 'x').stages)))" 2>/dev/null | tail -1)
 if [ "$STAGED" = 1 ]; then GRPO_MIN=${GRPO_MIN:-}; else GRPO_MIN=${GRPO_MIN:-9}; fi
+# the final policy, and with a staged preset each earlier stage's policy too (the report's stage rows)
+GRPO_EVALS=$("$PY" -c "from helpers.experiment import make_plan
+print(','.join(['sft_grpo'] + [f'stage_{name}' for name in list(make_plan('$PRESET', 'x').stages)[:-1]]))" 2>/dev/null | tail -1)
 EFF_MIN=${EFF_MIN:-7}            # each efficiency run
 EFF_Q=${EFF_Q:-8}                # questions per step in the efficiency runs
 EFF_STEPS=${EFF_STEPS:-1000}
@@ -64,7 +67,7 @@ budget() {  # budget <out json> NAME=PATH ...
 
 (
   "${RUN[@]}" --stage grpo ${GRPO_MIN:+--max-minutes "$GRPO_MIN"}
-  "${RUN[@]}" --stage eval --only sft_grpo
+  "${RUN[@]}" --stage eval --only "${GRPO_EVALS:-sft_grpo}"
   POLICY=$("$PY" -c "from helpers.experiment import make_plan, grpo_policy_path; print(grpo_policy_path(make_plan('$PRESET', '$OUT', '$WORK')))" | tail -1)
   budget "$EFF/budget_sft_grpo.json" "sft_grpo=$POLICY"
 ) >"$LOGS/track_a_grpo.log" 2>&1 &
