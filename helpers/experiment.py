@@ -241,6 +241,13 @@ def evaluations(plan: Plan) -> tuple[tuple[str, str, str | None], ...]:
     return EVALS + tuple((f"stage_{name}", "agent", name) for name in plan.stages)
 
 
+def grpo_evaluations(plan: Plan) -> list[str]:
+    """The evaluations of what GRPO trained: `sft_grpo`, and with a staged recipe each earlier stage's
+    (the last stage's policy is `sft_grpo`'s)."""
+    earlier = [label for label, _, source in evaluations(plan) if source in plan.stages][:-1]
+    return ["sft_grpo", *earlier]
+
+
 def stage_eval(plan: Plan, max_minutes: float | None, only: Sequence[str] | None = None) -> dict[str, str]:
     started = time.perf_counter()
     evals = evaluations(plan)

@@ -25,8 +25,8 @@ EFF=${EFF_OUT:-$(dirname "$OUT")/efficiency}
 STAGED=$("$PY" -c "from helpers.experiment import make_plan; print(int(bool(make_plan('$PRESET', 'x').stages)))" 2>/dev/null | tail -1)
 if [ "$STAGED" = 1 ]; then GRPO_MIN=${GRPO_MIN:-}; else GRPO_MIN=${GRPO_MIN:-9}; fi
 # the final policy, and with a staged preset each earlier stage's policy too (the report's stage rows)
-GRPO_EVALS=$("$PY" -c "from helpers.experiment import make_plan
-print(','.join(['sft_grpo'] + [f'stage_{name}' for name in list(make_plan('$PRESET', 'x').stages)[:-1]]))" 2>/dev/null | tail -1)
+GRPO_EVALS=$("$PY" -c "from helpers.experiment import make_plan, grpo_evaluations
+print(','.join(grpo_evaluations(make_plan('$PRESET', 'x'))))" 2>/dev/null | tail -1)
 EFF_MIN=${EFF_MIN:-7}            # each efficiency run
 EFF_Q=${EFF_Q:-8}                # questions per step in the efficiency runs
 EFF_STEPS=${EFF_STEPS:-1000}

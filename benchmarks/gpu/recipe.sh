@@ -50,16 +50,15 @@ fi
 
 if [ "$HABIT_MIN" = 0 ]; then  # continue from INIT (e.g. the recorded agent): stage 2 and the alternative only
   HABIT=$INIT
-  experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --init-from "$INIT" --max-minutes "$NEXT_MIN" & T=$!
 else
   experiment habit "${AGENT[@]}" --stage grpo --grpo-stage habit --init-from "$INIT" --max-minutes "$HABIT_MIN"
   "$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_habit" --out "$R/throughput_alone.json" 2>&1 | tee -a "$R/window.log"
   export_stage agent habit
   HABIT=$("$PY" -c "import json; print(json.load(open('$WORK/agent/grpo_habit/summary.json'))['checkpoint'])")
   log "habit checkpoint $HABIT"
-  experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --max-minutes "$NEXT_MIN" & T=$!
   experiment eval_habit "${AGENT[@]}" --stage eval --only stage_habit &
 fi
+experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --init-from "$HABIT" --max-minutes "$NEXT_MIN" & T=$!
 PRESET=$ALT_PRESET experiment alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage grpo --grpo-stage "$ALT_STAGE" \
   --init-from "$HABIT" --max-minutes "$NEXT_MIN" & A=$!
 UNTIL=$(date -u -d "+$(python3 -c "print(int(float('$NEXT_MIN') + 0.5))") min" +%H:%M)
