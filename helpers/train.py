@@ -72,6 +72,9 @@ class TrainConfig:
     # keep only groups with signal, rolling out more questions until the step has its quota
     dynamic_sampling: bool = False
     dynamic_sampling_rounds: int = 4  # rollouts per step at most, the first included
+    # the first round rolls out this many batches at once: a decode step costs about the same for 128
+    # rows as for 256 on a GPU (it is bound by kernel launches), so one big round beats two small ones
+    dynamic_sampling_draw: int = 1
     learning_rate: float = 5e-5
     grad_clip_norm: float = 1.0
     lora_rank: int = 16
@@ -101,6 +104,9 @@ class TrainConfig:
             self.rollout = updated(RolloutConfig(), self.rollout)
         if self.dynamic_sampling_rounds < 1:
             raise ValueError(f"dynamic_sampling_rounds must be >= 1, got {self.dynamic_sampling_rounds}")
+        if self.dynamic_sampling_draw < 1:
+            raise ValueError(f"dynamic_sampling_draw must be >= 1 (batches in the first round), got "
+                             f"{self.dynamic_sampling_draw}")
 
     def rollout_config(self, step: int = 0) -> RolloutConfig:
         # a fixed seed per step: a resumed step resamples the same
@@ -189,12 +195,14 @@ class Sampled:
 def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, config: TrainConfig, step: int,
                   reward_fn: RewardFn, extra: Sequence = (), progress: bool = False) -> Sampled:
     """Roll out, score and assign advantages; with dynamic sampling, repeat on `extra` questions
-    (`questions_per_batch` at a time) until that many groups have signal or the rounds run out."""
+    (`questions_per_batch` at a time) until that many groups have signal or the rounds run out. The
+    first round also rolls out `dynamic_sampling_draw - 1` batches of `extra` beside `batch`."""
     quota = config.questions_per_batch
     rounds_allowed = config.dynamic_sampling_rounds if config.dynamic_sampling else 1
     seen = {getattr(example, "id", None) for example in batch}
     pending = [example for example in extra if getattr(example, "id", None) not in seen]
-    questions = list(batch)
+    first = quota * (config.dynamic_sampling_draw - 1) if config.dynamic_sampling else 0
+    questions, pending = list(batch) + pending[:first], pending[first:]
     drawn: list[Group] = []
     kept: list[Group] = []
     sums: Counter[str] = Counter()  # each reward component summed over trajectories
@@ -403,7 +411,7 @@ def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
         batch = step_questions(session, step)
         metrics, _ = train_step(
             session.training_client, session.tokenizer, session.search_client, batch, config, step, adam,
-            reward_fn=reward_fn, observers=observers, extra=extra_questions(session.examples, step, config),
+            reward_fn=reward_fn, observers=observers, extra=extra_questions(session.examples, step, config, session.synthetic),
         )
         session.optimised = session.optimised or metrics["micro_batches"] > 0
         append_jsonl(run.metrics, metrics)

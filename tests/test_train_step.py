@@ -82,6 +82,34 @@ def test_dynamic_sampling_stops_after_its_rounds_and_skips_questions_already_in_
     assert [g.example.id for g in groups] == ["s0"] and metrics["dynamic/rounds"] == 2
 
 
+def test_a_bigger_first_round_rolls_out_extra_batches_at_once_and_keeps_the_quota(monkeypatch):
+    config = TrainConfig(questions_per_batch=3, rollout=dict(group_size=4), dynamic_sampling=True,
+                         dynamic_sampling_rounds=3, dynamic_sampling_draw=2)
+    extra = EXAMPLES[3:12]  # s3, n4, n5 | s6, n7, n8 | s9, n10, n11
+    metrics, groups, seen, trainer = step(monkeypatch, config, EXAMPLES[:3], extra=extra)
+    # one rollout of two batches, then one more batch: 3 groups with signal from 9 questions in 2 rounds
+    assert [ids for ids, _ in seen] == [["s0", "n1", "n2", "s3", "n4", "n5"], ["s6", "n7", "n8"]]
+    assert [g.example.id for g in groups] == ["s0", "s3", "s6"]
+    assert metrics["dynamic/rounds"] == 2 and metrics["dynamic/questions"] == 9
+    assert trainer.sent == [12]
+    with pytest.raises(ValueError, match="dynamic_sampling_draw"):
+        TrainConfig(dynamic_sampling_draw=0)
+
+
+def test_extra_questions_have_a_chunk_per_extra_batch_each_with_the_synthetic_share():
+    synthetic = [SearchExample(id=f"m{i}", question=f"hop {i}?", answers=["x"], data_source="synthetic")
+                 for i in range(40)]
+    config = TrainConfig(questions_per_batch=4, dynamic_sampling=True, dynamic_sampling_rounds=3,
+                         dynamic_sampling_draw=2, synthetic_share=0.5, seed=3)
+    extra = extra_questions(EXAMPLES, 1, config, synthetic)
+    chunks = [extra[i:i + 4] for i in range(0, len(extra), 4)]
+    assert len(chunks) == 3  # one for the first round's second batch, one per later round
+    assert all(sum(e.id.startswith("m") for e in chunk) == 2 for chunk in chunks)
+    assert len({e.id for e in extra}) == len(extra)  # no question twice in one step
+    assert extra == extra_questions(EXAMPLES, 1, config, synthetic)  # a resumed run draws the same
+    assert not any(e.id.startswith("m") for e in extra_questions(EXAMPLES, 1, config))  # no synthetic split
+
+
 def test_extra_questions_are_a_pure_function_of_seed_and_step():
     config = TrainConfig(questions_per_batch=4, dynamic_sampling=True, dynamic_sampling_rounds=3, seed=5)
     first = [extra_questions(EXAMPLES, s, config) for s in range(3)]

@@ -23,6 +23,11 @@ WRITE_BATCH=${WRITE_BATCH:-64}
 #   SETS='--set habit.reward_options={"gain":0.3,"beyond_rag":0.3}'  ALT_SETS='--set grpo.micro_batch_datums=128'
 read -r -a SET_ARGS <<< "${SETS:-}"
 read -r -a ALT_SET_ARGS <<< "${ALT_SETS:-}"
+# a second alternative beside them when ALT2_STAGE is set (ALT2_PRESET, ALT2_SETS as above), e.g. the
+# same stage with one setting changed, for a comparison inside one window
+ALT2_PRESET=${ALT2_PRESET:-$PRESET}
+ALT2_STAGE=${ALT2_STAGE:-}
+read -r -a ALT2_SET_ARGS <<< "${ALT2_SETS:-}"
 SFT_EVAL=${SFT_EVAL:-results/h200_search/eval/sft.jsonl}  # the same SFT adapter, test split and budgets
 source "$(dirname "$0")/common.sh"
 log "start recipe preset=$PRESET habit=${HABIT_MIN}min next=${NEXT_MIN}min init=$INIT"
@@ -61,20 +66,30 @@ fi
 experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --init-from "$HABIT" --max-minutes "$NEXT_MIN" & T=$!
 PRESET=$ALT_PRESET experiment alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage grpo --grpo-stage "$ALT_STAGE" \
   --init-from "$HABIT" --max-minutes "$NEXT_MIN" & A=$!
+A2=
+if [ -n "$ALT2_STAGE" ]; then
+  PRESET=$ALT2_PRESET experiment alt2 --out "$R/alt2" --work "$WORK/alt2" "${ALT2_SET_ARGS[@]}" --stage grpo \
+    --grpo-stage "$ALT2_STAGE" --init-from "$HABIT" --max-minutes "$NEXT_MIN" & A2=$!
+fi
 UNTIL=$(date -u -d "+$(python3 -c "print(int(float('$NEXT_MIN') + 0.5))") min" +%H:%M)
 "$PY" -m helpers.multihop write --model "$MODEL" --batch "$WRITE_BATCH" --until "$UNTIL" \
   --progress "$R/written_progress.jsonl" --out "$R/written.jsonl" --verdicts "$R/verdicts.jsonl" \
   >"$R/multihop_write.log" 2>&1 &
 W=$!
-wait $A $T
+wait $A $T $A2
 "$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_trim" "$WORK/alt/grpo_$ALT_STAGE" \
-  --out "$R/throughput_side_by_side.json" 2>&1 | tee -a "$R/window.log"
+  ${ALT2_STAGE:+"$WORK/alt2/grpo_$ALT2_STAGE"} --out "$R/throughput_side_by_side.json" 2>&1 | tee -a "$R/window.log"
+log "trained: every stage's adapter is in its run's checkpoint; evaluations next"
 
 experiment eval_trim "${AGENT[@]}" --stage eval --only sft_grpo &
 PRESET=$ALT_PRESET experiment eval_alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage eval --only sft_grpo &
+[ -n "$ALT2_STAGE" ] && { PRESET=$ALT2_PRESET experiment eval_alt2 --out "$R/alt2" --work "$WORK/alt2" "${ALT2_SET_ARGS[@]}" \
+  --stage eval --only sft_grpo & }
 wait  # the evaluations, the habit's evaluation and the writer
 log "multihop write: $(tail -c 400 "$R/multihop_write.log" | tr '\r' '\n' | grep '^{' | tail -1)"
 [ -f "$SFT_EVAL" ] && mkdir -p "$R/agent/eval" && cp -n "$SFT_EVAL" "$R/agent/eval/sft.jsonl"
 experiment report_agent "${AGENT[@]}" --stage report
 PRESET=$ALT_PRESET experiment report_alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage report
+[ -n "$ALT2_STAGE" ] && PRESET=$ALT2_PRESET experiment report_alt2 --out "$R/alt2" --work "$WORK/alt2" "${ALT2_SET_ARGS[@]}" \
+  --stage report
 log "all done"

@@ -93,13 +93,21 @@ def step_batch(examples: Sequence, synthetic: Sequence, step: int, config: Any, 
                             order=verifiable)
 
 
-def extra_questions(examples: Sequence, step: int, config: Any) -> list:
+def extra_questions(examples: Sequence, step: int, config: Any, synthetic: Sequence = ()) -> list:
     """The questions dynamic sampling may add to `step`, in the order it draws them.
 
-    A second seeded order over the same examples, a pure function of (seed, step) like
-    `batch_for_step`, so a resumed run draws the same extra questions.
+    Chunks of `questions_per_batch`, one per extra batch the step may roll out (the first round's
+    `dynamic_sampling_draw - 1`, then one per further round), each mixed like a step's own batch
+    (the synthetic share included), so the groups a step keeps come from the recipe's mix whichever
+    round drew them. A second seeded order over the same examples, a pure function of (seed, step)
+    like `batch_for_step`, so a resumed run draws the same extra questions.
     """
-    if not config.dynamic_sampling or config.dynamic_sampling_rounds < 2:
+    if not config.dynamic_sampling:
         return []
-    size = config.questions_per_batch * (config.dynamic_sampling_rounds - 1)
-    return batch_for_step(examples, step, size, config.seed + 1_000_033, config.balance_sources)
+    chunks = (config.dynamic_sampling_draw - 1) + (config.dynamic_sampling_rounds - 1)
+    order = functools.partial(batch_for_step, balance_sources=config.balance_sources)
+    out: list = []
+    for chunk in range(chunks):  # chunk c of step s is slice s * chunks + c of one seeded order
+        out += batch_with_share(examples, synthetic, step * chunks + chunk, config.questions_per_batch,
+                                config.seed + 1_000_033, config.synthetic_share if synthetic else 0.0, order=order)
+    return out
