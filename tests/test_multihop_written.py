@@ -129,12 +129,78 @@ def test_asks_the_fact_wants_the_facts_verb_and_kind_of_answer(corpus):
 def test_fresh_chains_skip_rule_made_ones_and_full_entities(corpus):
     rule_ids = {c.id for p in corpus.passages for c in questions.from_seed(corpus, p, 0)}
     everything = list(written.fresh_chains(corpus, 0, set(), Counter()))
-    assert everything and len({c["passage_ids"][0] for c in everything}) == len(everything)  # one per seed
+    assert everything and len({c["id"] for c in everything}) == len(everything)
     assert not list(written.fresh_chains(corpus, 0, rule_ids, Counter()))  # this corpus's rules use every chain
     for chain in everything:
         full = Counter({chain["entity"]: verify.MAX_PER_ENTITY})
         assert all(c["entity"] != chain["entity"] for c in written.fresh_chains(corpus, 0, set(), full))
         assert chain["id"] not in rule_ids  # a written question never shares a rule-made id
+
+
+def test_fresh_chains_offer_every_chain_of_a_seed_passage_one_round_at_a_time(corpus):
+    """The festival's passage links three entities with a fact each: all three are offered, not one."""
+    chains = list(written.fresh_chains(corpus, 0, set(), Counter()))
+    from_festival = [c for c in chains if c["seed"] == "Harbour Lights Festival"]
+    assert {c["entity"] for c in from_festival} == {"Maria Delacroix-Hunt", "Quayside Brass Band", "Gwen Arliss"}
+    # the first round takes one chain from each seed passage before any seed gives a second
+    seeds = [c["passage_ids"][0] for c in chains]
+    first_repeat = next(i for i, s in enumerate(seeds) if s in seeds[:i])
+    assert len(set(seeds)) == first_repeat
+    # a written chain is not offered again
+    assert not [c for c in written.fresh_chains(corpus, 0, {c["id"] for c in chains}, Counter())]
+
+
+# a later chunk of the band's article that opens with its subject again and states another fact
+BAND_LATER = ("The Quayside Brass Band toured the coast of Wales for many summers. It was "
+              "incorporated in 1977 as a charity.")
+# other brass bands incorporated in some year, so that one search on the question does not also find it
+BANDS = [(name, f"{name} is a Welsh brass band. It was incorporated in {year}. The Welsh brass band was "
+          f"incorporated in {year} as a charity.") for name, year in (("Slate Valley Band", 1981),
+                                                                     ("Cwm Silver Band", 1969))]
+
+
+@pytest.fixture(scope="module")
+def later(rows):
+    later_rows = [*rows[:4], data.corpus_row("Quayside Brass Band", BAND_LATER), *rows[4:],
+                  *(data.corpus_row(t, x) for t, x in BANDS)]
+    return Corpus(passages_from_rows(later_rows)), LocalIndex.from_rows(later_rows)
+
+
+def test_a_fact_from_a_later_passage_of_the_entity_is_a_fresh_promising_chain(later):
+    """Every chain the rules make is taken; the band's later passage states a fact its lead does not,
+    which gives a chain no rule-made candidate asks about, ending at the passage that states it."""
+    corpus, index = later
+    rule_ids = {c.id for p in corpus.passages for c in questions.from_seed(corpus, p, 0)}
+    lead = corpus.lead("Quayside Brass Band")
+    assert lead.facts == {"formed": "1962"}
+    chains = list(written.fresh_chains(corpus, 0, rule_ids, Counter(),
+                                       keep=lambda c: written.promising(c, corpus, index, set())))
+    band = [c for c in chains if c["entity"] == "Quayside Brass Band" and c["seed"] == "Harbour Lights Festival"]
+    assert len(band) == 1
+    chain = band[0]
+    later_id = next(p.id for p in corpus.by_title["Quayside Brass Band"] if p.id != lead.passage_id)
+    assert (chain["relation"], chain["value"], chain["passage_ids"][1]) == ("incorporated", "1977", later_id)
+    assert written.promising(chain, corpus, index, set())
+    assert chain["id"] not in rule_ids
+    assert questions.candidate_id("bridge", chain["passage_ids"], "incorporated", "1977") not in rule_ids
+    # the repeat cap counts the entity across its passages
+    assert not [c for c in written.fresh_chains(corpus, 0, rule_ids, Counter({"Quayside Brass Band": 8}))
+                if c["entity"] == "Quayside Brass Band"]
+    assert not [c for c in written.fresh_chains(corpus, 0, rule_ids, Counter({("Quayside Brass Band",
+                                                                                "incorporated"): 4}))
+                if c["entity"] == "Quayside Brass Band"]
+
+
+def test_fresh_chains_respect_the_caps_across_rounds(later):
+    """Two facts of the band through the festival: with one question allowed per entity, one is offered."""
+    corpus, _ = later
+    both = [c for c in written.fresh_chains(corpus, 0, set(), Counter()) if c["entity"] == "Quayside Brass Band"]
+    assert {c["relation"] for c in both} == {"formed", "incorporated"}
+    capped = list(written.fresh_chains(corpus, 0, set(), Counter(), max_per_entity=1))
+    assert sum(c["entity"] == "Quayside Brass Band" for c in capped) == 1
+    removed = Counter()
+    list(written.fresh_chains(corpus, 0, set(), Counter(), max_per_entity=1, removed=removed))
+    assert removed["repeat_cap"] >= 1
 
 
 def test_promising_drops_chains_one_passage_or_a_held_out_passage_spoils(rows, corpus, index):

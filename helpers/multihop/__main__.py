@@ -7,6 +7,8 @@
 - ``write``: bridge questions written by the engine from chains the rules did not use
   (``helpers.multihop.written``), checked and solved; resumable, ``--until HH:MM`` stops between
   batches; the survivors go to ``helpers/multihop/written.jsonl``, their verdicts to ``verdicts.jsonl``;
+- ``pool``: how many fresh chains the writer has that pass the wording-free checks, and what each
+  filter leaves out (no generation);
 - ``show [N]``: N random verified questions with their chains (a Markdown table).
 """
 
@@ -69,34 +71,81 @@ def solve(model: str, limit: int | None, out_path: Path, seed: int) -> int:
     return 0
 
 
-def write(model: str, limit: int | None, batch: int, until: str | None, progress: Path, out_path: Path,
-          seed: int, verdicts_path: Path = build.VERDICTS_FILE) -> int:
+def writer_inputs(written_path: Path) -> tuple:
+    """What choosing the writer's chains reads: the corpus, the index, the held-out passage ids and
+    question texts, the rule-made candidate ids, and how many split questions (rule-made and
+    written) end at each entity and (entity, relation), with the written questions already in
+    `written_path` counted too, so the chains respect the split's repeat cap."""
     from collections import Counter
-    from datetime import datetime, timezone
-
-    from tqdm.auto import tqdm
 
     from helpers.data import load_rows
-    from helpers.engine import connect
-    from helpers.multihop import solvers, written
+    from helpers.multihop import written
     from helpers.search.local import LocalIndex
 
     data_dir = config.DATA_DIR
     corpus = build.load_corpus()
     rule_made = build.generate_candidates(corpus, data_dir / build.CANDIDATES_FILE)
+    in_split = [(row["id"], row["metadata"]["chain"][-1], row["metadata"]["relation"])
+                for row in load_rows(build.SPLIT, data_dir=data_dir)]
+    ids = {i for i, _, _ in in_split}
+    if written_path.exists():
+        in_split += [(c["id"], c["chain"][-1], c["relation"]) for c in written.load_written(written_path)
+                     if c["id"] not in ids]
     taken: Counter = Counter()
-    for row in load_rows(build.SPLIT, data_dir=data_dir):
-        meta = row["metadata"]
-        if not meta.get("writer"):
-            taken[meta["chain"][-1]] += 1
-            taken[(meta["chain"][-1], meta["relation"])] += 1
+    for _, entity, relation in in_split:
+        taken[entity] += 1
+        taken[(entity, relation)] += 1
     held_ids, held_questions = build.held_out(data_dir)
-    held_text = build.verify.TextIndex(held_questions)
     index = LocalIndex.load(data_dir / "index")
-    chains = written.fresh_chains(corpus, seed, {c["id"] for c in rule_made}, taken,
+    # a written question's chain is not offered again
+    used_ids = {c["id"] for c in rule_made} | {i for i, _, _ in in_split}
+    return corpus, index, held_ids, build.verify.TextIndex(held_questions), used_ids, taken
+
+
+def pool(seed: int, written_path: Path) -> int:
+    """How many fresh promising chains the writer has, and what each filter leaves out."""
+    from collections import Counter
+
+    from tqdm.auto import tqdm
+
+    from helpers.multihop import written
+
+    corpus, index, held_ids, _, used_ids, taken = writer_inputs(written_path)
+    removed: Counter = Counter()
+
+    def keep(chain: dict) -> bool:
+        reason = written.promising_failure(chain, corpus, index, held_ids)
+        removed[reason or "kept"] += 1
+        return reason is None
+
+    with tqdm(total=len(corpus.passages), desc="seed passages", unit=" passages", mininterval=1.0) as bar:
+        chains = list(written.fresh_chains(corpus, seed, used_ids, taken, keep=keep, removed=removed,
+                                           on_seed=lambda: bar.update(1)))
+    removed.pop("not_kept", None)  # counted by reason in keep
+    removed.pop("kept", None)
+    summary = {"fresh_promising_chains": len(chains), "seed_passages": len({c["passage_ids"][0] for c in chains}),
+               "entities": len({c["entity"] for c in chains}),
+               "from_a_later_passage": sum(corpus.lead(c["entity"]).passage_id != c["passage_ids"][1] for c in chains),
+               "removed": dict(removed.most_common())}
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def write(model: str, limit: int | None, batch: int, until: str | None, progress: Path, out_path: Path,
+          seed: int, verdicts_path: Path = build.VERDICTS_FILE) -> int:
+    from datetime import datetime, timezone
+
+    from tqdm.auto import tqdm
+
+    from helpers.engine import connect
+    from helpers.multihop import solvers, written
+
+    corpus, index, held_ids, held_text, used_ids, taken = writer_inputs(out_path)
+    chains = written.fresh_chains(corpus, seed, used_ids, taken,
                                   keep=lambda chain: written.promising(chain, corpus, index, held_ids))
     chains = itertools.islice(chains, limit) if limit is not None else chains
     records = {r["id"]: r for r in read_jsonl(progress)}
+    earlier = {c["id"]: c for c in written.load_written(out_path)} if out_path.exists() else {}
     client = connect("local").create_sampling_client(base_model=model)
     tokenizer = client.get_tokenizer()
     stop = (datetime.now(timezone.utc).replace(hour=int(until[:2]), minute=int(until[3:5]), second=0)
@@ -123,9 +172,10 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
             old = build.load_verdicts(verdicts_path) if verdicts_path.exists() else build.load_verdicts()
             old.update((v["id"], {k: v[k] for k in ("id", "with_all", "with_first", "pass", "model")}) for v in new)
             solvers.write_verdicts(list(old.values()), verdicts_path)
-        kept = [dict(r["candidate"], license=build.LICENSE) for r in records.values() if r["kept"]]
+        kept = {**earlier, **{r["id"]: dict(r["candidate"], license=build.LICENSE)
+                              for r in records.values() if r["kept"]}}.values()
         write_jsonl(out_path, sorted(kept, key=lambda c: c["id"]))
-        bar.set_postfix(kept=len(kept))
+        bar.set_postfix(kept=len(list(kept)))
     bar.close()
     values = list(records.values())
     parsed = [r for r in values if r["question"]]
@@ -175,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
                          help="where the solvers' verdicts go (default: the committed verdicts.jsonl; a GPU window "
                          "writes beside its results and the file is copied back)")
     p_write.add_argument("--seed", type=int, default=build.SEED)
+    p_pool = sub.add_parser("pool", help="count the writer's fresh promising chains and what each filter removes")
+    p_pool.add_argument("--seed", type=int, default=build.SEED)
+    p_pool.add_argument("--written", type=Path, default=None, help="the written questions already kept")
     p_show = sub.add_parser("show", help="print random verified questions as a Markdown table")
     p_show.add_argument("count", type=int, nargs="?", default=30)
     p_show.add_argument("--seed", type=int, default=0)
@@ -190,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         progress = args.progress or config.DATA_DIR / "written_progress.jsonl"
         return write(args.model, args.limit, args.batch, args.until, progress, args.out or WRITTEN_FILE, args.seed,
                      args.verdicts)
+    if args.command == "pool":
+        from helpers.multihop.written import WRITTEN_FILE
+
+        return pool(args.seed, args.written or WRITTEN_FILE)
     return show(args.count, args.seed)
 
 

@@ -104,7 +104,7 @@ def bridge_template(relation: str, choose: Callable[[Sequence[str]], str] = oper
     return choose(BRIDGE_TEMPLATES[_template_key(relation)]).replace("{v}", RELATIONS[relation][0])
 
 
-def _described_links(corpus: Corpus, passage: Passage) -> dict[str, str]:
+def described_links(corpus: Corpus, passage: Passage) -> dict[str, str]:
     found: dict[str, str] = {}
     for mention in corpus.mentions(passage):
         lead = corpus.lead(mention.title)
@@ -116,11 +116,11 @@ def _described_links(corpus: Corpus, passage: Passage) -> dict[str, str]:
 def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
     """title -> description for the linked entities whose description no other link shares,
     in this passage or in another passage with the same title (the question cannot tell them apart)."""
-    found = _described_links(corpus, passage)
+    found = described_links(corpus, passage)
     elsewhere: dict[str, set[str]] = {}
     for sibling in corpus.by_title.get(passage.title, []):
         if sibling.id != passage.id:
-            for title, desc in _described_links(corpus, sibling).items():
+            for title, desc in described_links(corpus, sibling).items():
                 elsewhere.setdefault(desc.lower(), set()).add(title)
     counts: dict[str, int] = {}
     for desc in found.values():

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus
-from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
-from helpers.multihop.questions import (SEED_PLACE, answer_forms, article, bridge_template, candidate_id, entity_phrase,
-                                       unique_descriptions)
+from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title, read_lead
+from helpers.multihop.questions import (SEED_PLACE, answer_forms, article, bridge_template, candidate_id,
+                                       described_links, entity_phrase, unique_descriptions)
 from helpers.multihop.solvers import greedy_lines, verdicts
 from helpers.runs import read_jsonl
 
@@ -125,55 +125,138 @@ def asks_the_fact(candidate: dict) -> bool:
     return verify.contains(question, verb) and (verify.contains(question, "year") or verify.contains(question, "when"))
 
 
-def promising(chain: dict, corpus: Corpus, index, held_ids: set[str]) -> bool:
-    """The checks that depend on the chain and not on the wording, before any generation is spent:
-    the answer only in B's passage, no held-out passage, and the rule phrasing needs a second search
-    (the written question is checked again on its own words)."""
+def promising_failure(chain: dict, corpus: Corpus, index, held_ids: set[str]) -> str | None:
+    """The first check the chain fails before any wording is written, or None: the answer only in
+    B's passage, no held-out passage, and the rule phrasing needs a second search (the written
+    question is checked again on its own words)."""
     plain = plain_question(chain["relation"], chain["description"], chain["seed"], chain["where"])
     candidate = to_candidate(chain, plain, "")
-    texts = corpus.texts(chain["passage_ids"])
-    return (verify.answer_in_last_not_first(candidate, texts) and verify.held_out_passages(candidate, held_ids)
-            and verify.needs_second_search(candidate, index))
+    if not verify.answer_in_last_not_first(candidate, corpus.texts(chain["passage_ids"])):
+        return "answer_in_last_not_first"
+    if not verify.held_out_passages(candidate, held_ids):
+        return "held_out_passages"
+    if not verify.needs_second_search(candidate, index):
+        return "needs_second_search"
+    return None
+
+
+def promising(chain: dict, corpus: Corpus, index, held_ids: set[str]) -> bool:
+    """The checks that depend on the chain and not on the wording (``promising_failure``) all pass."""
+    return promising_failure(chain, corpus, index, held_ids) is None
+
+
+def entity_facts(corpus: Corpus, title: str) -> list[tuple[str, str, str]]:
+    """(passage id, relation, value) of every fact the corpus states about `title`.
+
+    The lead's facts first; then facts that another lead-like passage with the same title states
+    and the lead does not (wiki-18 splits long articles into chunks, and some later chunks open
+    with the subject again). Such a fact's chain ends at that passage, so the answer checks read
+    the passage that states it. A relation two passages state with different values is no fact.
+    """
+    lead = corpus.lead(title)
+    if lead is None:
+        return []
+    out = [(lead.passage_id, relation, value) for relation, value in sorted(lead.facts.items())]
+    others: dict[str, set[str]] = {}
+    where: dict[str, str] = {}
+    for passage in sorted(corpus.by_title.get(title, []), key=lambda p: p.id):
+        if passage.id == lead.passage_id:
+            continue
+        other = read_lead(passage.id, passage.title, passage.text)
+        for relation, value in (other.facts.items() if other else ()):
+            if relation not in lead.facts:
+                others.setdefault(relation, set()).add(value)
+                where.setdefault(relation, passage.id)
+    out += [(where[r], r, next(iter(v))) for r, v in sorted(others.items()) if len(v) == 1]
+    return out
+
+
+def seed_options(corpus: Corpus, passage, used_ids: set[str], removed: Counter | None = None) -> list[dict]:
+    """Every chain from one seed passage that no rule-made bridge asks about, in a stable order.
+
+    `removed` (optional) counts what is left out and why: links whose description another link of
+    the passage shares ("not_unique_description"), links to an entity with no fact ("no_fact"),
+    facts a rule-made candidate already asks about ("rule_made"), and chains whose written id is in
+    `used_ids` ("written_before": a question already written from them).
+    """
+    removed = Counter() if removed is None else removed
+    if not clean_title(passage.title):
+        return []
+    where = SEED_PLACE[len(corpus.by_title.get(passage.title, [])) > 1]
+    unique = unique_descriptions(corpus, passage)
+    removed["not_unique_description"] += len(described_links(corpus, passage)) - len(unique)
+    options = []
+    for title, desc in sorted(unique.items()):
+        found = entity_facts(corpus, title)
+        removed["no_fact"] += not found
+        for last_id, relation, value in found:
+            ids = [passage.id, last_id]
+            answers = answer_forms(relation, value)
+            if candidate_id(KIND, ids, relation, answers[0]) in used_ids:
+                removed["rule_made"] += 1
+                continue
+            if candidate_id(ID_KIND, ids, relation, answers[0]) in used_ids:
+                removed["written_before"] += 1
+                continue
+            options.append({"id": candidate_id(ID_KIND, ids, relation, answers[0]), "seed": passage.title,
+                            "entity": title, "description": desc, "relation": relation, "value": value,
+                            "answers": answers, "passage_ids": ids, "where": where})
+    return options
+
+
+def capped(chain: dict, taken: Counter, max_per_entity: int = verify.MAX_PER_ENTITY,
+           max_per_fact: int = verify.MAX_PER_FACT) -> bool:
+    """Whether the split's repeat cap would drop a question on this chain, given `taken`."""
+    return taken[chain["entity"]] >= max_per_entity or taken[(chain["entity"], chain["relation"])] >= max_per_fact
 
 
 def fresh_chains(corpus: Corpus, seed: int, used_ids: set[str], taken: Counter,
                  max_per_entity: int = verify.MAX_PER_ENTITY, max_per_fact: int = verify.MAX_PER_FACT,
-                 keep=None) -> Iterator[dict]:
+                 keep=None, removed: Counter | None = None, on_seed=None) -> Iterator[dict]:
     """2-hop chains (A mentions B; one fact of B) in a seeded order that no rule-made candidate uses.
 
-    `used_ids`: ids of the rule-made candidates; `taken`: how many kept questions already end at
-    each entity and at each (entity, relation), so a chain the repeat cap would drop is never written.
-    One chain per seed passage, so the batch spreads over the corpus; `keep(chain)` (e.g.
-    ``promising``) filters the options first. Lazy: a run that stops early pays only for what it used.
+    `used_ids`: ids of the rule-made candidates; `taken`: how many questions the split already keeps
+    at each entity and at each (entity, relation), so a chain the repeat cap would drop is never written.
+    Every chain of every seed passage, in rounds: the first round takes one chain from each seed
+    passage, so an early stop still spreads over the corpus, and later rounds take the rest (the
+    rule-made stage leaves few fresh chains, so one per passage would leave most of them unwritten).
+    `keep(chain)` (e.g. ``promising``) filters; `removed` counts what each filter leaves out
+    (``seed_options``'s reasons, "repeat_cap", and "not_kept" for `keep`); `on_seed()` is called
+    after each seed passage of the first round (a progress bar). Lazy: a run that stops early pays
+    only for what it used.
     """
+    removed = Counter() if removed is None else removed
     order = sorted(p.id for p in corpus.passages)
     random.Random(seed).shuffle(order)
     taken = Counter(taken)
-    for pid in order:
-        passage = corpus.by_id[pid]
-        if not clean_title(passage.title):
-            continue
-        where = SEED_PLACE[len(corpus.by_title.get(passage.title, [])) > 1]
-        rng = random.Random(f"{seed}-written-{pid}")
-        options = []
-        for title, desc in sorted(unique_descriptions(corpus, passage).items()):
-            lead = corpus.lead(title)
-            for relation, value in sorted(lead.facts.items()):
-                ids = [pid, lead.passage_id]
-                answers = answer_forms(relation, value)
-                if (candidate_id(KIND, ids, relation, answers[0]) in used_ids or taken[title] >= max_per_entity
-                        or taken[(title, relation)] >= max_per_fact):
-                    continue
-                option = {"id": candidate_id(ID_KIND, ids, relation, answers[0]), "seed": passage.title,
-                          "entity": title, "description": desc, "relation": relation, "value": value,
-                          "answers": answers, "passage_ids": ids, "where": where}
-                if keep is None or keep(option):
-                    options.append(option)
-        if options:
-            chain = rng.choice(options)
+    pending: list[list[dict]] = []  # each seed's options not yet yielded, in its seeded order
+
+    def take(options: list[dict]) -> Iterator[dict]:
+        while options:
+            chain = options.pop()
+            if capped(chain, taken, max_per_entity, max_per_fact):
+                removed["repeat_cap"] += 1
+                continue
+            if keep is not None and not keep(chain):
+                removed["not_kept"] += 1
+                continue
             taken[chain["entity"]] += 1
             taken[(chain["entity"], chain["relation"])] += 1
             yield chain
+            return
+
+    for pid in order:
+        options = seed_options(corpus, corpus.by_id[pid], used_ids, removed)
+        random.Random(f"{seed}-written-{pid}").shuffle(options)
+        yield from take(options)
+        if options:
+            pending.append(options)
+        if on_seed is not None:
+            on_seed()
+    while pending:
+        for options in pending:
+            yield from take(options)
+        pending = [options for options in pending if options]
 
 
 def to_candidate(chain: dict, question: str, writer: str) -> dict:
