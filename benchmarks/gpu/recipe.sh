@@ -50,7 +50,7 @@ AGENT=(--out "$R/agent" --work "$WORK/agent" "${SET_ARGS[@]}")
 if [ "${PREFERENCE:-0}" = 1 ]; then  # Perplexity's preference model, for a gated reward with s from it:
   # ALT_SETS='--set trim.reward_options={"lambda_tool":0.2,"lambda_len":0.0,"preference":"/root/results/preference"}'
   "$PY" -m helpers.preference train --model "$MODEL" --out "$R/preference" >"$R/preference.log" 2>&1
-  log "preference model exited $?: $(grep -i -m1 'accuracy' "$R/preference.log")"
+  log "preference model exited $?: $(tr '\r' '\n' < "$R/preference.log" | grep -i -m1 'held-out accuracy')"
 fi
 
 if [ "$HABIT_MIN" = 0 ]; then  # continue from INIT (e.g. the recorded agent): stage 2 and the alternative only
