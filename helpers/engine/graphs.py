@@ -13,14 +13,17 @@ Numerics follow the trainer's forward: the same RMSNorm in fp32, rotary tables c
 cast to the model dtype, LoRA computed as peft does (input cast to the adapter's dtype, B(A(x)) times
 the scale, added to the base output and cast back), tokens drawn by `drawing.draw`.
 
-Speed: a replayed step is bound by its ~60 kernel launches a layer, not by memory; the layer is split
-into two pure halves around the in-place cache write so that fusing them (a compiler, hand-written
-kernels) is the next step. Compiling them with inductor gave wrong tokens (reproducible on a CPU with
-its C++ backend), so they run as written.
+Speed: a replayed step is bound by its kernel launches, not by memory. The layer that runs is
+`helpers.engine.fused`'s: projections that read one input as one GEMM, fewer casts and elementwise
+ops (45 ops a layer instead of 82 with LoRA everywhere; `benchmarks/decode_ops.py` counts them).
+`LayerFunctions` here is the projection-by-projection reference it is tested against
+(COURSE_ENGINE_FUSE=0 runs it). Compiling the layer with inductor gave wrong tokens (reproducible on
+a CPU with its C++ backend), so it runs as written.
 
 Adapters: a sampler slot's tensors are updated in place when a new snapshot is loaded, so a graph
 captured for a slot stays valid; a graph remembers the addresses of the weights it read and is
-captured again if they moved (an adapter deleted and created anew).
+captured again if they moved (an adapter deleted and created anew). The fused layer's concatenated
+copies are refreshed from the slot's tensors before each decode call (`GraphDecoder.prepare`).
 """
 
 from __future__ import annotations
@@ -124,6 +127,9 @@ class DecoderWeights:
         """Addresses of every tensor read: equal signatures mean a captured graph reads live weights."""
         ptrs = [self.embed.data_ptr(), self.norm.data_ptr(), *(t.data_ptr() for t in self.lm_head.tensors())]
         for layer in self.layers:
+            if not isinstance(layer, dict):  # fused layers (helpers.engine.fused) list their own
+                ptrs += [t.data_ptr() for t in layer.tensors()]
+                continue
             for value in layer.values():
                 ptrs += [t.data_ptr() for t in value.tensors()] if isinstance(value, Linear) else [value.data_ptr()]
         return tuple(ptrs)
@@ -167,8 +173,8 @@ def layer_output(h, attended, tensors: tuple, scales: tuple, eps: float):
     return h + _project(gated, tensors, scales, 6)
 
 
-def attend(q, k, v, k_cache, v_cache, col, bias):
-    """Write the new token's K/V at cache column `col`, attend over the cache (masked by `bias`)."""
+def attend(q, k, v, k_cache, v_cache, col, mask):
+    """Write the new token's K/V at cache column `col`, attend over the cache (masked by `mask`)."""
     import torch.nn.functional as F
 
     rows, heads, head_dim = q.shape
@@ -177,20 +183,32 @@ def attend(q, k, v, k_cache, v_cache, col, bias):
     v_cache.index_copy_(2, col, v.unsqueeze(2))
     # grouped-query attention as "group queries per KV head": no copy of the cache per query head
     out = F.scaled_dot_product_attention(q.view(rows, kv_heads, heads // kv_heads, head_dim), k_cache, v_cache,
-                                         attn_mask=bias[:, None, None, :])
+                                         attn_mask=mask)
     return out.reshape(rows, heads * head_dim)
 
 
 @dataclass
 class LayerFunctions:
-    """The two pure halves of a layer around the in-place cache write."""
+    """The layer projection by projection, as peft runs it: two pure halves around the in-place cache
+    write. It is the reference for `helpers.engine.fused.FusedLayerFunctions` (the default), and runs
+    when COURSE_ENGINE_FUSE=0."""
 
     input: Any = layer_input
     output: Any = layer_output
 
-    def __call__(self, h, tensors, scales, k_cache, v_cache, col, cos, sin, bias, eps, heads, kv_heads, head_dim):
-        q, k, v = self.input(h, tensors, scales, cos, sin, eps, heads, kv_heads, head_dim)
-        return self.output(h, attend(q, k, v, k_cache, v_cache, col, bias), tensors, scales, eps)
+    @staticmethod
+    def rotary(cos, sin):
+        """What a step's layers receive of the rotary tables (computed once a step)."""
+        return cos, sin
+
+    @staticmethod
+    def head(h, lin):
+        return apply_linear(h, lin)
+
+    def __call__(self, h, layer, k_cache, v_cache, col, rot, mask, w):
+        tensors, scales = flat_layer(layer)
+        q, k, v = self.input(h, tensors, scales, *rot, w.eps, w.heads, w.kv_heads, w.head_dim)
+        return self.output(h, attend(q, k, v, k_cache, v_cache, col, mask), tensors, scales, w.eps)
 
 
 class DecodeState:
@@ -239,7 +257,7 @@ def chunk(weights: DecoderWeights, state: DecodeState, layer_fn, truncate: bool,
     from helpers.engine.drawing import draw
 
     params = _StateParams(state, truncate, greedy)
-    layers = [flat_layer(layer) for layer in weights.layers]
+    mask = state.bias[:, None, None, :]  # a view: the attention mask of query groups per KV head
     for i in range(GRAPH_STEPS):
         tokens, logps = draw(state.logits, params, state.step)
         state.tokens[i].copy_(tokens)
@@ -250,12 +268,12 @@ def chunk(weights: DecoderWeights, state: DecodeState, layer_fn, truncate: bool,
         dtype = state.k[0].dtype
         cos = (emb.cos() * weights.rope_scale).to(dtype)[:, None, :]
         sin = (emb.sin() * weights.rope_scale).to(dtype)[:, None, :]
+        rot = layer_fn.rotary(cos, sin)
         h = F.embedding(tokens, weights.embed)
-        for (tensors, scales), k_cache, v_cache in zip(layers, state.k, state.v):
-            h = layer_fn(h, tensors, scales, k_cache, v_cache, state.col, cos, sin, state.bias, weights.eps,
-                         weights.heads, weights.kv_heads, weights.head_dim)
+        for layer, k_cache, v_cache in zip(weights.layers, state.k, state.v):
+            h = layer_fn(h, layer, k_cache, v_cache, state.col, rot, mask, weights)
         h = rms_norm(h, weights.norm, weights.eps)
-        state.logits.copy_(apply_linear(h, weights.lm_head))
+        state.logits.copy_(layer_fn.head(h, weights.lm_head))
         state.positions.add_(1)
         state.col.add_(1)
         state.step.add_(1)
@@ -265,12 +283,21 @@ class GraphDecoder:
     """Per host: the gathered weights, bucket states and captured graphs of each adapter slot."""
 
     def __init__(self, host) -> None:
+        import os
+
+        from helpers.engine.fused import Fuser, FusedLayerFunctions
+
         self.host = host
-        self.layer_fn = LayerFunctions()
+        self.fuser = Fuser() if os.environ.get("COURSE_ENGINE_FUSE", "1").strip() != "0" else None
+        self.layer_fn = FusedLayerFunctions() if self.fuser is not None else LayerFunctions()
         self.states: dict[tuple[int, int], DecodeState] = {}
         self.graphs: dict[tuple, tuple[Any, tuple]] = {}  # key -> (CUDAGraph, weight signature)
         self.pool = None
         self.captures = 0
+
+    def prepare(self, weights: DecoderWeights) -> DecoderWeights:
+        """The weights the layer functions read: fused (copies refreshed from the live tensors) or as gathered."""
+        return self.fuser.fuse(weights) if self.fuser is not None else weights
 
     def state(self, weights: DecoderWeights, rows: int, length: int) -> DecodeState:
         key = (rows, length)
@@ -329,7 +356,7 @@ def decode_graphs(host, rows: list, logits, prefix, mask, next_pos) -> None:
 
     decoder = host.graph_decoder()
     slot = host.active_slot
-    weights = DecoderWeights.gather(host, slot)
+    weights = decoder.prepare(DecoderWeights.gather(host, slot))  # after the slot's snapshot was loaded
     dyn_cache, index = prefix
     n_rows, width = len(rows), mask.shape[1]
     batch = bucket_rows(n_rows)
