@@ -175,3 +175,24 @@ def test_config_errors_are_clear():
     with pytest.raises(ValueError, match="epochs"):
         PreferenceConfig(epochs=0)
     assert PreferencePair("q", "a", "b", 1, "hedged").swapped().a == "b"
+
+
+def test_the_adapter_and_the_value_head_live_where_the_backbone_does():
+    # a backbone on another device (the GPU in a window; "meta" here): every tensor the model adds must
+    # sit beside the frozen weights, or the first forward fails with a device mismatch
+    from torch import nn
+
+    from helpers.preference.model import PreferenceModel
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj, self.up_proj = nn.Linear(8, 8), nn.Linear(8, 16)
+
+    backbone = nn.Module()
+    backbone.layers = nn.ModuleList([Block(), Block()])
+    backbone.config = SimpleNamespace(hidden_size=8)
+    backbone.to("meta")
+    model = PreferenceModel(backbone, lora_layers=1, rank=2)
+    assert {p.device.type for p in model.trainable().values()} == {"meta"}
+    assert len(model.trainable()) == 6  # LoRA A and B of the two projections, the head's weight and bias

@@ -41,8 +41,10 @@ class LoRALinear(nn.Module):
         self.scale = alpha / rank
         a = torch.empty(rank, base.in_features)
         nn.init.kaiming_uniform_(a, a=math.sqrt(5), generator=generator)
-        self.lora_A = nn.Parameter(a.to(base.weight.dtype))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
+        # drawn on the CPU (the seeded generator's device), then placed beside the frozen weight
+        self.lora_A = nn.Parameter(a.to(base.weight.device, base.weight.dtype))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype,
+                                               device=base.weight.device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.base(x) + (x @ self.lora_A.T @ self.lora_B.T) * self.scale
@@ -104,8 +106,8 @@ class PreferenceModel(nn.Module):
                         setattr(parent, name, LoRALinear(child, rank, alpha, generator))
         # kept out of the module tree: it shares the backbone's weights, which are registered once
         object.__setattr__(self, "top", _top_view(backbone, self.cut))
-        dtype = next(backbone.parameters()).dtype
-        self.value_head = nn.Linear(backbone.config.hidden_size, 1, dtype=dtype)
+        weight = next(backbone.parameters())
+        self.value_head = nn.Linear(backbone.config.hidden_size, 1, dtype=weight.dtype, device=weight.device)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
 
