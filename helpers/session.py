@@ -39,11 +39,16 @@ class TrainingSession:
     rubric: list = field(default_factory=list)  # rubric prompts as questions, when config.rubric_share > 0
 
 
-def open_session(config: Any, service=None, search_client=None, examples=None) -> TrainingSession:
-    """Connect, create the LoRA trainer, load data; resume from `config.out` if it has a checkpoint."""
+def open_session(config: Any, service=None, search_client=None, examples=None,
+                 model: str | None = None) -> TrainingSession:
+    """Connect, create the LoRA trainer, load data; resume from `config.out` if it has a checkpoint.
+
+    `model`: the base model when the caller already resolved it (`train` does, for its tracker too,
+    so both name the same model); None resolves `config.resolved_model()` here.
+    """
     run = RunDir(config.out)
     service = service or connect(config.backend)
-    model = config.resolved_model()
+    model = model or config.resolved_model()
     training_client = service.create_lora_training_client(
         base_model=model, rank=config.lora_rank, seed=config.seed, train_unembed=config.train_unembed
     )

@@ -190,6 +190,8 @@ class Sampled:
     sampling_seconds: float
     search_seconds: float
     end_reasons: dict[str, int]
+    informative: int  # kept groups with signal (all the kept under dynamic sampling, which keeps no other)
+    without_signal: int  # drawn groups without signal
 
 
 def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, config: TrainConfig, step: int,
@@ -204,11 +206,11 @@ def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, co
     first = quota * (config.dynamic_sampling_draw - 1) if config.dynamic_sampling else 0
     questions, pending = list(batch) + pending[:first], pending[first:]
     drawn: list[Group] = []
-    kept: list[Group] = []
+    signal: list[Group] = []  # the drawn groups with signal, in draw order
     sums: Counter[str] = Counter()  # each reward component summed over trajectories
     sampling = searching = 0.0
     end_reasons: Counter[str] = Counter()
-    rounds = 0
+    rounds = total = 0
     while questions:
         base = config.rollout_config(step)
         rollout = dataclasses.replace(base, seed=base.seed + 1_000_003 * rounds)
@@ -219,26 +221,24 @@ def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, co
             for trajectory in group.trajectories:
                 trajectory.question_index = group.index
         means = score(groups, reward_fn)
-        count = sum(len(group) for group in groups)
-        sums.update({name: mean * count for name, mean in means.items()})
         assign_advantages(groups)
-        stats = groups.stats
+        stats = groups.stats  # a round is counted once, here (its trajectories: the rollout's own count)
+        sums.update({name: mean * stats.trajectories for name, mean in means.items()})
+        total += stats.trajectories
+        signal.extend(group for group in groups if not group.degenerate)
         sampling += stats.sampling_seconds
         searching += stats.search_seconds
         end_reasons.update(stats.end_reasons)
         drawn.extend(groups)
         rounds += 1
-        if not config.dynamic_sampling:
-            kept = list(groups)
-            break
-        kept.extend(group for group in groups if not group.degenerate)
-        if len(kept) >= quota or rounds >= rounds_allowed:
+        if not config.dynamic_sampling or len(signal) >= quota or rounds >= rounds_allowed:
             break
         questions, pending = pending[:quota], pending[quota:]
-    kept = kept[:quota] if config.dynamic_sampling else kept
-    total = sum(len(group) for group in drawn)
+    kept = signal[:quota] if config.dynamic_sampling else list(drawn)
+    informative = len(kept) if config.dynamic_sampling else len(signal)
     reward_metrics = {name: value / total for name, value in sums.items()} if total else {}
-    return Sampled(drawn, kept, rounds, reward_metrics, sampling, searching, end_reasons)
+    return Sampled(drawn, kept, rounds, reward_metrics, sampling, searching, end_reasons, informative,
+                   len(drawn) - len(signal))
 
 
 def train_step(
@@ -288,7 +288,7 @@ def train_step(
         "step": step,
         **rollout_metrics(drawn),
         **sampled.reward_metrics,
-        "informative_groups": sum(not group.degenerate for group in sampled.kept),
+        "informative_groups": sampled.informative,
         **update,
         **search_metrics(stats_before, search_counters(search_client)),
         "time_sync_weights": synced - started,
@@ -328,7 +328,7 @@ def _dynamic_metrics(sampled: Sampled) -> dict[str, float]:
         "dynamic/rounds": sampled.rounds,
         "dynamic/questions": drawn,
         "dynamic/kept_groups": len(sampled.kept),
-        "dynamic/filtered_group_share": sum(g.degenerate for g in sampled.drawn) / drawn if drawn else 0.0,
+        "dynamic/filtered_group_share": sampled.without_signal / drawn if drawn else 0.0,
     }
 
 
@@ -379,11 +379,11 @@ def train(
     `config.reward`. Metrics go to <out>/metrics.jsonl, checkpoints every `save_every` steps and
     at the end; with `config.tracker` set, a tracker observes every step too.
     """
-    tracker = open_tracker(config.tracker, run_name(config.out),
-                           {"train": dataclasses.asdict(config), "model": config.resolved_model()})
+    model = config.resolved_model()  # once per run: the tracker and the session name the same model
+    tracker = open_tracker(config.tracker, run_name(config.out), {"train": dataclasses.asdict(config), "model": model})
     observers = [*observers, tracker] if tracker.active else list(observers)
     try:
-        return _train(config, on_step, session, progress, reward_fn or config.reward_fn(), observers)
+        return _train(config, on_step, session, progress, reward_fn or config.reward_fn(), observers, model)
     finally:
         for observer in observers:
             close = getattr(observer, "close", None)
@@ -391,8 +391,8 @@ def train(
                 close()
 
 
-def _train(config, on_step, session, progress, reward_fn, observers) -> dict:
-    session = session or open_session(config)
+def _train(config, on_step, session, progress, reward_fn, observers, model) -> dict:
+    session = session or open_session(config, model=model)
     reward_fn = for_session(reward_fn, session)  # options bound to the run's policy, rubric prompts scored
     run = session.run
     adam = adam_for(config)

@@ -168,10 +168,8 @@ def test_no_function_over_80_lines_nor_over_60_in_the_rollout():
 # --------------------------------------------------------------------------- the config's path
 
 
-@pytest.mark.slow
-def test_the_grpo_config_returns_to_a_file_it_left_at_most_12_times(small_model_name):
-    """benchmarks/trace_config.py: one GRPO step of `train(config)` on the small model, every call of a
-    `helpers` function that passes the config on (the script's docstring defines it), first 200 calls."""
+def trace_config():
+    """benchmarks/trace_config.py, loaded as a module (the benchmarks folder is not a package)."""
     import importlib.util
 
     import torch
@@ -180,6 +178,14 @@ def test_the_grpo_config_returns_to_a_file_it_left_at_most_12_times(small_model_
     spec = importlib.util.spec_from_file_location("trace_config", ROOT.parent / "benchmarks" / "trace_config.py")
     trace = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(trace)
+    return trace
+
+
+@pytest.mark.slow
+def test_the_grpo_config_returns_to_a_file_it_left_at_most_12_times(small_model_name):
+    """benchmarks/trace_config.py: one GRPO step of `train(config)` on the small model, every call of a
+    `helpers` function that passes the config on (the script's docstring defines it), first 200 calls."""
+    trace = trace_config()
     calls = trace.trace_one_step(model=small_model_name)
     found = trace.figures(calls, 200)
     functions = [call["function"] for call in calls]
@@ -188,4 +194,29 @@ def test_the_grpo_config_returns_to_a_file_it_left_at_most_12_times(small_model_
                  "save_checkpoint"):
         assert name in functions, f"{name} never received the config: the trace lost it"
     assert found["returns"] == found["stays"] - found["files"]
+    assert found["returns"] <= 12, " -> ".join(f"{name} ({count})" for name, count in found["sequence"])
+
+
+@pytest.mark.slow
+def test_what_the_config_s_calls_return_returns_to_a_file_it_left_at_most_12_times(tmp_path):
+    """The same step traced with `--follow derived`: every object a passing call returns (the session,
+    the reward function, the sampling client, the groups) is followed too; most of the first 200
+    calls are then the engine's token draws, and the rollout, the scoring and the checkpoint follow.
+
+    In a process of its own: the engine's sampling thread must start under the tracer, and an
+    engine an earlier test started in this process would not be traced.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "trace.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT.parent), "OMP_NUM_THREADS": "2"}
+    subprocess.run([sys.executable, str(ROOT.parent / "benchmarks" / "trace_config.py"), "--follow", "derived",
+                    "--json", str(out)], check=True, env=env, cwd=ROOT.parent, capture_output=True)
+    found = json.loads(out.read_text())
+    files = [name for name, _ in found["sequence"]]
+    for name in ("helpers/rollout/loop.py", "helpers/engine/drawing.py", "helpers/advantages.py", "helpers/session.py"):
+        assert name in files, f"the taint trace never reached {name}"
     assert found["returns"] <= 12, " -> ".join(f"{name} ({count})" for name, count in found["sequence"])

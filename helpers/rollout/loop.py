@@ -20,7 +20,7 @@ from typing import Any
 
 from helpers.advantages import assign_advantages
 from helpers.data import SearchExample
-from helpers.protocol import build_messages, stop_sequences, stop_token_ids, template_family
+from helpers.protocol import build_messages, build_prompt, stop_sequences, stop_token_ids, template_family
 from helpers.reward import exact_match_reward, score
 from helpers.rollout.turns import PendingSearch, SampleRequest, consume_assistant, finish, make_request, resolve_searches
 from helpers.trajectory import (RolloutBatch, RolloutConfig, RolloutGroups, RolloutStats, Trajectory,
@@ -145,11 +145,14 @@ def rollout_groups(
     started = time.perf_counter()
     examples = [_as_example(ex) for ex in examples]
     turns = _Turns(sampling_client, tokenizer, search_client, config, RolloutStats(questions=len(examples)), progress)
-    roots = [
-        Trajectory(example=ex, group_index=0, question_index=qi,
-                   messages=build_messages(ex.question, config.search_budget, turns.family))
-        for qi, ex in enumerate(examples)
-    ]
+    # A root's first prompt is rendered with its messages, as an observation renders the next one
+    # with the messages it appends; every branch copies both (`make_request` renders only a
+    # trajectory that has no prompt yet, one made by hand).
+    roots = []
+    for qi, ex in enumerate(examples):
+        messages = build_messages(ex.question, config.search_budget, turns.family)
+        roots.append(Trajectory(example=ex, group_index=0, question_index=qi, messages=messages,
+                                next_prompt_tokens=build_prompt(tokenizer, messages)))
     overall = _progress(len(roots) * config.group_size, "rollout (finished trajectories)", progress, leave=True)
     with _LoopThread() as runner:
         trajectories = turns.first(runner, roots)
