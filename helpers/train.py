@@ -72,8 +72,8 @@ class TrainConfig:
     # keep only groups with signal, rolling out more questions until the step has its quota
     dynamic_sampling: bool = False
     dynamic_sampling_rounds: int = 4  # rollouts per step at most, the first included
-    # the first round rolls out this many batches at once: a decode step costs about the same for 128
-    # rows as for 256 on a GPU (it is bound by kernel launches), so one big round beats two small ones
+    # batches the first round rolls out at once (fewer, bigger rounds; on an H200 beside two other runs
+    # 2 made the step slower, benchmarks/RESULTS.md)
     dynamic_sampling_draw: int = 1
     learning_rate: float = 5e-5
     grad_clip_norm: float = 1.0
@@ -102,11 +102,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if isinstance(self.rollout, dict):  # from JSON (a saved config.json) or a preset
             self.rollout = updated(RolloutConfig(), self.rollout)
-        if self.dynamic_sampling_rounds < 1:
-            raise ValueError(f"dynamic_sampling_rounds must be >= 1, got {self.dynamic_sampling_rounds}")
-        if self.dynamic_sampling_draw < 1:
-            raise ValueError(f"dynamic_sampling_draw must be >= 1 (batches in the first round), got "
-                             f"{self.dynamic_sampling_draw}")
+        if min(self.dynamic_sampling_rounds, self.dynamic_sampling_draw) < 1:
+            raise ValueError(f"dynamic_sampling_rounds and dynamic_sampling_draw must be >= 1, got "
+                             f"{self.dynamic_sampling_rounds} and {self.dynamic_sampling_draw}")
 
     def rollout_config(self, step: int = 0) -> RolloutConfig:
         # a fixed seed per step: a resumed step resamples the same
@@ -201,7 +199,7 @@ def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, co
     first round also rolls out `dynamic_sampling_draw - 1` batches of `extra` beside `batch`."""
     quota = config.questions_per_batch
     rounds_allowed = config.dynamic_sampling_rounds if config.dynamic_sampling else 1
-    seen = {getattr(example, "id", None) for example in batch}
+    seen = {getattr(example, "id", None) for example in batch}  # an extra question is never drawn twice
     pending = [example for example in extra if getattr(example, "id", None) not in seen]
     first = quota * (config.dynamic_sampling_draw - 1) if config.dynamic_sampling else 0
     questions, pending = list(batch) + pending[:first], pending[first:]
@@ -275,14 +273,8 @@ def train_step(
     observed = _before_update(observers, StepContext(step, config, training_client, sampled.kept, trajectories))
     measured = time.perf_counter()
     datums = build_training_datums(trajectories)
-    update = optimise(
-        training_client,
-        datums,
-        total_samples=len(trajectories),
-        adam_params=adam_params,
-        max_datums=config.micro_batch_datums,
-        max_tokens=config.micro_batch_tokens,
-    )
+    update = optimise(training_client, datums, total_samples=len(trajectories), adam_params=adam_params,
+                      max_datums=config.micro_batch_datums, max_tokens=config.micro_batch_tokens)
     done = time.perf_counter()
     metrics = {
         "step": step,
@@ -429,13 +421,8 @@ def _train(config, on_step, session, progress, reward_fn, observers, model) -> d
     bar.close()
     if step != last_saved:
         save_checkpoint(session, step)
-    summary = {
-        "steps_done": step,
-        "finished": step >= config.max_steps,
-        "stopped_for_time": stopped_for_time,
-        "seconds": time.perf_counter() - started,
-        "checkpoint": (run.last_checkpoint() or {}).get("path"),
-    }
+    summary = {"steps_done": step, "finished": step >= config.max_steps, "stopped_for_time": stopped_for_time,
+               "seconds": time.perf_counter() - started, "checkpoint": (run.last_checkpoint() or {}).get("path")}
     if summary["finished"]:
         response = result(session.training_client.save_weights_for_sampler(f"{Path(config.out).name}-final"))
         summary["sampler_path"] = materialise_checkpoint(response, run.path / "final")
