@@ -85,3 +85,54 @@ def test_weighted_micro_batches_match_the_global_batch_gradient(trainer):
     assert torch.allclose(weighted, global_grad, atol=2e-4 * float(scale), rtol=1e-4)
     # Without n_k/N each call's mean counts fully: a clearly different (and larger) gradient.
     assert (unweighted - global_grad).abs().max() > 0.05 * scale
+
+
+def test_a_micro_batch_out_of_device_memory_is_retried_in_halves_with_the_same_gradient(trainer, monkeypatch):
+    """Runs that share a GPU can run out of memory on a packed micro-batch; the engine retries its rows
+    in two halves, putting back a gradient a backward cut short had partly added."""
+    import torch
+
+    import helpers.engine.training as training
+    from helpers.train import build_training_datums
+
+    datums = [d.datum for d in build_training_datums(_trajectories())]
+    expected = _gradient(trainer, [datums])
+    real = training.sequence_logprobs
+    sizes = []
+
+    def tight_memory(model, ids, *args, **kwargs):  # no room for more than one row in a forward
+        sizes.append(ids.shape[0])
+        if ids.shape[0] > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(model, ids, *args, **kwargs)
+
+    monkeypatch.setattr(training, "sequence_logprobs", tight_memory)
+    split = _gradient(trainer, [datums])
+    assert sizes[0] == 3 and sizes.count(1) == 3  # all three rows packed together, then one by one
+    scale = float(expected.abs().max())
+    assert torch.allclose(split, expected, atol=2e-4 * scale, rtol=1e-4)
+
+    # out of memory half-way through a backward: the layers already done have added their share
+    monkeypatch.setattr(training, "sequence_logprobs", real)
+    first_layer = trainer._run.params[0]  # the last to receive its gradient in a backward
+    failed = []
+
+    def fail_once(grad):
+        if not failed:
+            failed.append(True)
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated, in backward)")
+        return grad
+
+    handle = first_layer.register_hook(fail_once)
+    try:
+        retried = _gradient(trainer, [datums])
+    finally:
+        handle.remove()
+    assert failed
+    assert torch.allclose(retried, expected, atol=2e-4 * scale, rtol=1e-4)
+
+    # a single row that does not fit is the caller's error to see
+    monkeypatch.setattr(training, "sequence_logprobs", lambda *a, **k: (_ for _ in ()).throw(
+        torch.OutOfMemoryError("CUDA out of memory (simulated)")))
+    with pytest.raises(Exception, match="out of memory|OutOfMemory"):
+        trainer.forward_backward(datums[:1], loss_fn="importance_sampling").result()

@@ -36,6 +36,10 @@ OPTIMIZER_FILE = "optimizer.pt"
 META_FILE = "meta.json"
 
 
+class OutOfMemory(RuntimeError):
+    """A micro-batch did not fit in device memory (its rows are retried in two halves)."""
+
+
 class DamagedCheckpoint(ValueError):
     """A checkpoint file that cannot be trusted: unreadable, truncated, altered, or not finite."""
 
@@ -115,32 +119,28 @@ class LoraRun:
         import torch
 
         config = losses.check_config(loss_fn, loss_fn_config)
-        host = self.host
         self.activate(grad=backward)
         self.started = True
         prepared = [_prepare(d, loss_fn, auto_shift) for d in data]
         total = len(prepared)
         outputs: list = [None] * total
         loss_sum, token_count = 0.0, 0
-        budget = tokens_per_micro_batch(host.device)
-        for batch in _pack(prepared, budget):
-            tensors = _collate([prepared[i] for i in batch], host.device)
-            model = host.peft
-            if backward:
-                model.train()  # enables gradient checkpointing of the decoder layers
+        pending = _pack(prepared, tokens_per_micro_batch(self.host.device))
+        while pending:
+            batch = pending.pop(0)
             try:
-                with torch.set_grad_enabled(backward):
-                    lp = sequence_logprobs(model, tensors["ids"], tensors["mask"], tensors["targets"],
-                                           trained=losses.trained_positions(loss_fn, tensors))
-                    per_token = losses.token_losses(loss_fn, lp, tensors, config)
-                    per_datum = per_token.sum(dim=1)
-                    if backward:
-                        (per_datum.sum() / total).backward()
-            finally:
-                model.eval()
-            loss_sum += float(per_datum.detach().sum())
-            token_count += int(tensors["active"].sum())
-            lp = lp.detach().float().cpu()
+                per_datum, active, lp = self._micro_batch([prepared[i] for i in batch], loss_fn, config,
+                                                          backward, total)
+            except OutOfMemory as error:
+                if len(batch) == 1:
+                    raise error.__cause__  # one row that does not fit: the device's own message
+                # several runs share one GPU: the same rows in two halves need about half the memory, and
+                # the datums' losses add up, so the gradient is the same
+                half = len(batch) // 2
+                pending[:0] = [batch[:half], batch[half:]]
+                continue
+            loss_sum += float(per_datum.sum())
+            token_count += active
             for row, i in enumerate(batch):
                 n = prepared[i]["length"]
                 values = lp[row, :n]
@@ -155,6 +155,36 @@ class LoraRun:
                 "token_count": float(token_count),
             },
         )
+
+    def _micro_batch(self, items: list[dict], loss_fn: str, config, backward: bool, total: int):
+        """One packed micro-batch: (per-datum losses, trained tokens, logprobs on the CPU). Out of
+        device memory, the gradients are put back as they were before it and `OutOfMemory` is raised."""
+        import torch
+
+        tensors = _collate(items, self.host.device)
+        model = self.host.peft
+        before = [None if p.grad is None else p.grad.clone() for p in self.params] if backward else None
+        if backward:
+            model.train()  # enables gradient checkpointing of the decoder layers
+        try:
+            with torch.set_grad_enabled(backward):
+                lp = sequence_logprobs(model, tensors["ids"], tensors["mask"], tensors["targets"],
+                                       trained=losses.trained_positions(loss_fn, tensors))
+                per_token = losses.token_losses(loss_fn, lp, tensors, config)
+                per_datum = per_token.sum(dim=1)
+                if backward:
+                    (per_datum.sum() / total).backward()
+        except torch.OutOfMemoryError as error:
+            del tensors
+            if before is not None:  # a backward cut short may have added part of this batch's gradient
+                for p, grad in zip(self.params, before):
+                    p.grad = grad
+            if self.host.device == "cuda":
+                torch.cuda.empty_cache()
+            raise OutOfMemory(f"{len(items)} rows did not fit in device memory") from error
+        finally:
+            model.eval()
+        return per_datum.detach(), int(tensors["active"].sum()), lp.detach().float().cpu()
 
     # -- optimizer -------------------------------------------------------------------------
     def optim_step(self, adam: AdamParams) -> OptimStepResponse:
