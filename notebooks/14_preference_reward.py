@@ -247,6 +247,110 @@ print(sorted(p.name for p in folder.iterdir()), "| same s after loading:",
       np.allclose(pref.PreferenceScore(again, score.reference).scores(group), s, atol=1e-5))
 
 # %% [markdown]
+# ## What s did on a GPU
+#
+# Everything above ran on a CPU, on one group written for the lesson. Does $s$ change what a policy
+# *learns*? The recorded search agent (`agent`, notebook 10) was trained further on one GPU with
+# notebook 11's gated reward — stage `trim`, its tool penalty on, its length penalty off — in three
+# runs from the same adapter: two with $s\equiv1$, and one with $s$ from a preference model trained
+# as above on the agent's own backbone, each right answer scored against the starting policy's reply
+# to the same question. The two $s\equiv1$ runs differ in one setting: whether the first round of
+# dynamic sampling drew two batches of questions (as the $s$ run did) or one. Each run's policy was
+# then evaluated greedily on the same test questions as the agent. The cell reads the recorded
+# evaluations and training metrics (`results/h200_agent/continued/`, `results/h200_agent/preference_trim/`).
+
+# %%
+from helpers.analyse import COLUMN_INCHES, compare, summarise
+from helpers.course.policies import AGENT_RUN, recorded_policy
+from helpers.course.recorded import eval_rows, evaluated_updates, policy_rows, training_metrics
+
+START = "starting agent"
+TRIM_RUNS = {"s ≡ 1, first round of 2 batches": f"{AGENT_RUN}/continued/draw2",
+             "s ≡ 1, first round of 1 batch": f"{AGENT_RUN}/continued/draw1",
+             "s from the preference model": f"{AGENT_RUN}/preference_trim"}
+MODEL_S = "s from the preference model"
+COLOURS = dict(zip([START, *TRIM_RUNS], ("#7f7f7f", "#1f77b4", "#9ecae1", "#2ca02c")))
+label = recorded_policy("agent").evaluation  # what the agent's evaluations are called in every run
+
+rows = {START: policy_rows("agent")} | {name: eval_rows(label, run) for name, run in TRIM_RUNS.items()}
+summaries = {name: summarise(r) for name, r in rows.items()}
+curves = {name: training_metrics("grpo_trim", run) for name, run in TRIM_RUNS.items()}
+updates = {START: 0} | {name: evaluated_updates(label, run) for name, run in TRIM_RUNS.items()}
+
+evaluation = pd.DataFrame({name: {
+    "updates": updates[name],
+    "EM": s["all"]["em_strict"], "EM HotpotQA": s["hotpotqa"]["em_strict"], "EM NQ": s["nq"]["em_strict"],
+    "gen. tokens": s["all"]["sampled_tokens_mean"], "searches": s["all"]["search_calls_mean"],
+    "≥ 2 searches HotpotQA": s["hotpotqa"]["multi_search_share"], "≥ 2 searches NQ": s["nq"]["multi_search_share"],
+} for name, s in summaries.items()}).T.astype({"updates": int})
+training = pd.DataFrame({name: {
+    "updates logged": len(m), "evaluated after": updates[name],
+    "seconds per update": np.mean([r["time_step"] for r in m]),
+    "mean s of the samples": np.mean([r["eff/preference_mean"] for r in m]),
+} for name, m in curves.items()}).T.astype({"updates logged": int, "evaluated after": int})
+
+fig = plt.figure(figsize=(COLUMN_INCHES, 6.4))
+grid = fig.add_gridspec(2, 4, height_ratios=(1, 1.15), hspace=0.45, wspace=0.45)
+bars = [("test: EM (strict)", ["EM"]), ("test: generated tokens", ["gen. tokens"]), ("test: searches", ["searches"]),
+        ("test: ≥ 2 searches", ["≥ 2 searches HotpotQA", "≥ 2 searches NQ"])]
+for column, (title, keys) in enumerate(bars):
+    ax = fig.add_subplot(grid[0, column])
+    width = 0.8 / len(evaluation)
+    for i, name in enumerate(evaluation.index):
+        ax.bar(np.arange(len(keys)) + (i - (len(evaluation) - 1) / 2) * width, evaluation.loc[name, keys],
+               width, color=COLOURS[name], label=name if name == START else f"{name}: {updates[name]} updates")
+    ax.set_xticks(range(len(keys)), ["HotpotQA", "NQ"] if len(keys) == 2 else [""])
+    ax.set_title(title, fontsize=9)
+for column, (key, title) in enumerate((("search_calls_mean", "in training: searches per trajectory"),
+                                       ("assistant_tokens_mean", "in training: generated tokens per trajectory"))):
+    ax = fig.add_subplot(grid[1, 2 * column:2 * column + 2])
+    for name, m in curves.items():
+        ax.plot([r["step"] for r in m], [r[key] for r in m], marker="o", color=COLOURS[name])
+        ax.axvline(updates[name], color=COLOURS[name], ls=":", lw=1.2)
+    ax.set_xlabel("updates before the batch was sampled", fontsize=8)
+    ax.set_title(title, fontsize=9)
+fig.legend(*fig.axes[0].get_legend_handles_labels(), loc="upper center", ncol=2, fontsize=8, frameon=False)
+fig.text(0.5, 0.015, "dotted: the checkpoint each run's evaluation used", ha="center", fontsize=8)
+fig.subplots_adjust(top=0.87, bottom=0.11)
+plt.show()
+
+both = compare(rows[START], rows[MODEL_S], labels=(START, MODEL_S))["all"]
+print(f"of the {both['paired']} test questions: right only for the {START} {both['a_only']}, "
+      f"right only for {MODEL_S} {both['b_only']}")
+display(evaluation.round(3), training.round(2))
+
+# %% [markdown]
+# **What the numbers say.** With $s\equiv1$, more `trim` drifted towards searching: in the run drawn
+# like the $s$ run, the searches and the generated tokens of the sampled trajectories rose update
+# after update, and greedy on the test questions it searched twice on most HotpotQA questions and on
+# many NQ questions, which one search usually settles — with the lowest exact match of the four. The
+# other $s\equiv1$ run stayed flat for its first updates and then began the same climb. The run with
+# $s$ from the model stayed where all three started, and greedy it kept the starting agent's exact
+# match (the pairs printed above: a handful of questions either way) while searching twice on more
+# HotpotQA questions than the agent did and on fewer NQ questions than either $s\equiv1$ run.
+#
+# **What they cannot say.**
+#
+# - *Three updates.* The curves are the only like-for-like comparison, and they are short: by its
+#   third batch the $s\equiv1$ run drawn the same way had begun to climb and the $s$ run had not, but
+#   the other $s\equiv1$ run was just as flat for longer than that. Three updates cannot tell "s
+#   stopped the drift" from "the drift had not started yet".
+# - *Unequal arms.* The evaluations are of checkpoints after different numbers of updates (the
+#   dotted lines). A policy trained less has drifted less, whatever its reward.
+# - *One run each.* No run was repeated, and on HotpotQA's share of the test set a gap of a few
+#   points is a few questions.
+# - *Taste or scale.* With the length penalty off, $s$ only multiplies a right answer's reward, and
+#   its mean sat near one half (the table): against the same tool penalty, a right answer was worth
+#   about half as much as with $s\equiv1$, and its advantage (reward minus the group's mean, notebook
+#   08) shrank with it. Whether the model's judgement held the policy still or only this change of
+#   scale did, these runs cannot tell; a run with $s\equiv\tfrac12$ could.
+#
+# And $s$ is not free: every update scores each right answer against the reference policy's reply,
+# which has to be sampled first, so an update with $s$ took far longer (the table's seconds).
+# Perplexity's post introduces $s$ for how an answer reads — informative, clear — not to count
+# searches; anything it did to searching here went through the gate's arithmetic.
+
+# %% [markdown]
 # ## Rubric prompts, the pass@4 filter and the 90/10 mix
 #
 # The post's general-chat data has no single right answer, so its $r_\text{base}$ is "meets every
@@ -374,6 +478,9 @@ check_gate(lambda r_base, s, pen_eff: [eff.gated_reward(*member) for member in z
 #   $s\ge 0.5$ means "at least as good as where training started".
 # - The gate makes correctness a hard requirement: $r_\text{base}\cdot s$ is 0 for a wrong answer,
 #   and only correct, preferred replies set the length penalty's winners' baseline.
+# - On a GPU, $s$ from the model kept the search agent near where it started over its few updates,
+#   while $s\equiv1$ drifted towards more searches: a hint from one short run, in which $s$ also
+#   halved a right answer's reward, not yet a result.
 # - Rubric prompts give a binary $r_\text{base}$ beyond exact match; pass@4 keeps the prompts that
 #   teach something, and the 90/10 mix keeps the easier signal from dominating.
 #

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from helpers import config
+from helpers.analyse import summarise
 from helpers.course import recorded
 from helpers.running_example import RUNNING_EXAMPLE
 
@@ -63,3 +64,39 @@ def test_the_recorded_run_says_what_the_course_says_of_it():
     assert RUNNING_EXAMPLE.answers[0] not in (sft.answer, grpo.answer)
     first, last = recorded.trend("exact_match", "search_calls_mean", run="efficiency")
     assert abs(first - last) < 0.05  # exact match did not drift towards more calls
+
+
+def test_the_evaluated_checkpoint_is_read_from_the_rows(toy):
+    assert recorded.evaluated_updates("base_agent", run="toy") is None  # no checkpoint named
+    _write_run(toy, "trained", [_row(0, 1.0, 1, model_path="/w/grpo/checkpoints/step00005"),
+                                _row(1, 0.0, 1, model_path="/w/grpo/checkpoints/step00005/")])
+    assert recorded.evaluated_updates("trained", run="toy") == 5
+    _write_run(toy, "mixed", [_row(0, 1.0, 1, model_path="/w/step00003"), _row(1, 0.0, 1, model_path="/w/step00004")])
+    with pytest.raises(ValueError, match="mixes checkpoints"):
+        recorded.evaluated_updates("mixed", run="toy")
+
+
+def test_what_s_did_on_a_gpu_is_what_notebook_14_says():
+    """Notebook 14's section on the recorded `trim` runs with s = 1 and with s from the preference model."""
+    runs = {"draw2": "h200_agent/continued/draw2", "draw1": "h200_agent/continued/draw1",
+            "model_s": "h200_agent/preference_trim"}
+    start = summarise(recorded.policy_rows("agent"))
+    evaluated = {name: summarise(recorded.eval_rows("sft_grpo", run)) for name, run in runs.items()}
+    curves = {name: recorded.training_metrics("grpo_trim", run) for name, run in runs.items()}
+    updates = {name: recorded.evaluated_updates("sft_grpo", run) for name, run in runs.items()}
+    assert updates["model_s"] < updates["draw1"] < updates["draw2"]  # unequal arms, s the shortest
+    searches = {name: [r["search_calls_mean"] for r in m] for name, m in curves.items()}
+    # s = 1 drawn like the s run climbs; the s run stays; the other s = 1 run is flat for longer
+    assert searches["draw2"][-1] > searches["draw2"][0] + 0.5 and searches["draw2"][2] > searches["model_s"][2] + 0.1
+    assert max(searches["model_s"]) - min(searches["model_s"]) < 0.1
+    assert max(searches["draw1"][:len(searches["model_s"]) + 2]) - searches["draw1"][0] < 0.1
+    em = {name: s["all"]["em_strict"] for name, s in evaluated.items()}
+    assert min(em, key=em.get) == "draw2" and em["draw2"] < start["all"]["em_strict"]
+    assert abs(em["model_s"] - start["all"]["em_strict"]) < 0.01
+    hotpot, nq = ({name: s[source]["multi_search_share"] for name, s in evaluated.items()} for source in ("hotpotqa", "nq"))
+    assert hotpot["draw2"] > 0.5 and hotpot["model_s"] > start["hotpotqa"]["multi_search_share"]
+    assert nq["model_s"] < min(nq["draw1"], nq["draw2"])
+    mean_s = [r["eff/preference_mean"] for r in curves["model_s"]]
+    assert all(0.4 < s < 0.6 for s in mean_s)  # "near one half"
+    seconds = {name: sum(r["time_step"] for r in m) / len(m) for name, m in curves.items()}
+    assert seconds["model_s"] > max(seconds["draw1"], seconds["draw2"])

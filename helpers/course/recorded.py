@@ -11,10 +11,12 @@ changes the text with it:
 `results/<run>/eval/<label>.jsonl` (labels `base_agent`, `base_closed_book`, `base_rag`, `sft`,
 `sft_grpo`), its training metrics `results/<run>/<stage>/metrics.jsonl`. A recorded policy of
 another run (the search agent, `agent`, of `AGENT_RUN`) is read by its name: `policy_rows("agent")`.
+A run may sit in a folder of another run's: `training_metrics("grpo_trim", run="h200_agent/preference_trim")`.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +96,17 @@ def running_example_outcome(label: str, run: str | None = None, example_id: str 
             return Outcome(label, int(row["search_calls"]), tuple(row.get("queries") or ()), row.get("answer"),
                            bool(row["exact_match"]), float(row["reward"]))
     raise KeyError(f"question {example_id} is not among the recorded rows of {label} ({run or RECORDED_RUN})")
+
+
+def evaluated_updates(label: str, run: str | None = None) -> int | None:
+    """How many updates the checkpoint behind a recorded evaluation had taken: its rows' `model_path`
+    ends in `step00005` for the fifth (a run evaluates a checkpoint, not always its last step).
+    None when the rows name no checkpoint."""
+    paths = {str(row.get("model_path") or "") for row in eval_rows(label, run)}
+    steps = {int(m.group(1)) for m in (re.search(r"step(\d+)/*$", path) for path in paths) if m}
+    if len(steps) > 1:
+        raise ValueError(f"{label} of {run or RECORDED_RUN} mixes checkpoints {sorted(steps)}")
+    return steps.pop() if steps else None
 
 
 def training_metrics(stage: str = "grpo", run: str | None = None) -> list[dict[str, Any]]:
