@@ -284,13 +284,13 @@ print(f"HotpotQA: a second search on {agent_hotpot['second_search_share']:.0%} o
 # What the stages changed: from SFT, exact match alone removes the second search within a few dozen
 # updates, because a two-search trajectory rarely wins its group. The `habit` stage pays a little for
 # each gold passage a search retrieves, which slows that loss (the sampled share of HotpotQA
-# trajectories with two searches fell from 0.55 to 0.22 over its 19 updates, instead of to 0) and keeps
+# trajectories with two searches fell by more than half over its updates, instead of to 0) and keeps
 # the searches that find the bridge; `trim` then pays for right answers and charges only the searches
 # above a count drawn from the group's right answers, so a second search costs nothing where the right
-# answers needed it and something where one search was enough (NQ: 1 % search twice). On HotpotQA the
-# agent is right more often where it searched again than where it stopped; over all questions its
-# exact match is slightly below that of SFT + GRPO (0.378 against 0.392). It is the policy the
-# playgrounds' "searched 2 times" questions run.
+# answers needed it and something where one search was enough (on NQ it almost never searches twice).
+# On HotpotQA the agent is right more often where it searched again than where it stopped; over all
+# questions its exact match is slightly below that of SFT + GRPO (`results/h200_agent/README.md` has
+# both). It is the policy the playgrounds' "searched 2 times" questions run.
 
 # %% [markdown]
 # ## The recorded runs in a tracker
