@@ -2,12 +2,19 @@
 
     nice -n 19 .venv/bin/python benchmarks/bench_observation.py                 # fitting only, seconds
     nice -n 19 .venv/bin/python benchmarks/bench_observation.py --grpo          # + a full-profile GRPO step each way
+    nice -n 19 .venv/bin/python benchmarks/bench_observation.py --batch 256     # a search phase: turns alone vs whole text
 
 The fitting part searches the first questions of the test split on the local BM25 index and fits
 each result, as a first and as a third search of a trajectory, under several per-call budgets:
 with the rollout's `fit_tool_content` (the template rendered once per call, each item counted
 once) and with the reference that renders the whole conversation for every count of items
 (`tests/test_observation.py`), in the same process, checking they give the same tokens.
+
+`--batch N` times what a search phase spends fitting: N searches (question k of the test split as
+search 1, 2 or 3 of its trajectory, in turn) fitted with `fit_tool_content` under the default
+budgets, once encoding each new turn alone (the rollout's path) and once through a tokenizer
+wrapper that `helpers.rollout.splice.encode_after` does not trust, so every encode is of the whole
+conversation (the path taken before turns were encoded alone); outputs checked equal first.
 
 `--grpo` then takes notebook 09's step (2 questions × group 4, the full profile's budgets,
 qwen2.5-0.5b from the recorded SFT adapter when there is one, 2 torch threads) once with each
@@ -33,6 +40,7 @@ from test_observation import reference_fit_tool_content  # noqa: E402
 import helpers.rollout as rollout  # noqa: E402
 from helpers.protocol import build_messages, build_prompt, stop_token_ids, tool_message  # noqa: E402
 from helpers.rollout import RolloutConfig, build_next_prompt, fit_tool_content  # noqa: E402
+from helpers.search.format import format_results  # noqa: E402
 from cpu_clock import cpu_seconds, load_average  # noqa: E402
 
 
@@ -48,7 +56,7 @@ def turns_for(tokenizer, question: str, result, searches_before: int):
     prompt = build_prompt(tokenizer, messages)
     for turn in range(searches_before):
         text = _tool_call(f"{question} {turn}")
-        tool = tool_message(f"c{turn}", rollout.format_results(result))
+        tool = tool_message(f"c{turn}", format_results(result))
         prompt = build_next_prompt(tokenizer, messages, text, prompt, encode(text) + stop, tool)
         messages = [*messages, {"role": "assistant", "content": text}, tool]
     text = _tool_call(question)
@@ -99,6 +107,65 @@ def bench_fitting(args) -> None:
               f"({per_call:.2f} ms wall per fitting)")
     print(f"old / new: {figures['old'][0] / figures['new'][0]:.1f}x wall, "
           f"{figures['old'][1] / figures['new'][1]:.1f}x CPU; load average {load_average()}")
+
+
+class WholeText:
+    """The tokenizer behind a wrapper: `encode_after` refuses it, so every observation is found by
+    encoding the whole conversation, as before turns were encoded alone."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def __len__(self):
+        return len(self.inner)
+
+
+def bench_batch(args) -> None:
+    from helpers.data import load_examples
+    from helpers.models import load_tokenizer
+    from helpers.search import create_search_client
+
+    tokenizer = load_tokenizer(args.model)
+    search = create_search_client("local", topk=args.topk)
+    search.search("warm up the index")
+    examples = load_examples("test", limit=args.batch)
+    config = RolloutConfig()
+    cases = []
+    for index, example in enumerate(examples):
+        result = search.search(example.question)
+        cases.append((turns_for(tokenizer, example.question, result, index % 3), result))
+    for turn, result in cases:  # same tokens, or the figures mean nothing
+        if fit_tool_content(tokenizer, *turn, "c", result, config) != fit_tool_content(WholeText(tokenizer), *turn, "c", result, config):
+            raise SystemExit("encoding turns alone changed a fitting: fix that before timing it")
+    prompt_sizes = [len(turn[2]) for turn, _ in cases]
+    print(f"{len(cases)} fittings (searches 1-3 of {len(cases)} test questions, top {args.topk}, "
+          f"budgets {config.max_tool_response_tokens}/{config.max_trajectory_tokens}); prompts {min(prompt_sizes)}-"
+          f"{max(prompt_sizes)} tokens, mean {statistics.mean(prompt_sizes):.0f}; tokenizer {args.model}; "
+          f"load average {load_average()}")
+    figures, by_search = {}, {}
+    for _ in range(args.repeats):  # interleaved, so that load on the shared cores falls on both alike
+        for name, used in (("whole text", WholeText(tokenizer)), ("turn alone", tokenizer)):
+            wall, cpu, per_search = time.perf_counter(), cpu_seconds(), [0.0, 0.0, 0.0]
+            for index, (turn, result) in enumerate(cases):
+                started = cpu_seconds()
+                fit_tool_content(used, *turn, "c", result, config)
+                per_search[index % 3] += cpu_seconds() - started
+            figures.setdefault(name, []).append((time.perf_counter() - wall, cpu_seconds() - cpu))
+            by_search.setdefault(name, []).append(per_search)
+    for name, runs in figures.items():
+        wall, cpu = statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
+        figures[name] = (wall, cpu)
+        counts = [len(cases[k::3]) for k in range(3)]
+        searches = ", ".join(f"search {k + 1} {1000 * statistics.median(run[k] for run in by_search[name]) / counts[k]:.2f}"
+                             for k in range(3) if counts[k])
+        print(f"{name}: median of {args.repeats} passes {wall:.3f} s wall, {cpu:.3f} s CPU "
+              f"({1000 * cpu / len(cases):.2f} CPU-ms per fitting; {searches} CPU-ms)")
+    old, new = figures["whole text"], figures["turn alone"]
+    print(f"whole text / turn alone: {old[0] / new[0]:.1f}x wall, {old[1] / new[1]:.1f}x CPU; "
+          f"load average {load_average()}")
 
 
 def _count(values):
@@ -170,11 +237,15 @@ def main() -> None:
     parser.add_argument("--topk", type=int, default=3)
     parser.add_argument("--budgets", type=int, nargs="+", default=[384, 768])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=0, help="time a search phase of this many fittings instead")
     parser.add_argument("--grpo", action="store_true", help="also a full-profile GRPO step with each fitting")
     parser.add_argument("--order", nargs="+", default=["old", "new"], choices=["old", "new"])
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
+    if args.batch:
+        bench_batch(args)
+        return
     bench_fitting(args)
     if args.grpo:
         bench_grpo(args)

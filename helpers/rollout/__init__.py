@@ -5,6 +5,7 @@ The stages, each in its module:
 - `helpers.trajectory`: the records a rollout fills (`RolloutConfig`, `Trajectory`, `Group`, ...);
 - `continuity`: the next prompt extends the sampled tokens (`build_next_prompt`, `stitch`);
 - `observation`: a search result fitted into the tool turn (`fit_tool_content`, the only fitter);
+- `splice`: a new turn's tokens found by encoding the turn alone where the tokenizer cuts there;
 - `turns`: one turn of one branch (`consume_assistant`, `finish_search`, `make_request`);
 - `loop`: every branch of every group, turn after turn (`rollout_groups`, `rollout_batch`);
 - `tokens`: the trajectory token by token, as the trainer sees it (`token_table`).

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.protocol import build_prompt, render_tokens
+from helpers.protocol import build_prompt, render_chat, render_tokens
+from helpers.rollout.splice import encode_after
 from helpers.trajectory import Trajectory
 
 
@@ -30,9 +31,20 @@ class TemplateRewroteHistory(ValueError):
 
 
 def assistant_closing_tokens(tokenizer: Any, messages_before_assistant: list[dict[str, Any]]) -> list[int]:
-    """The tokens the template writes to close an assistant turn (e.g. ``<|im_end|>`` ``\\n``)."""
-    prompt = build_prompt(tokenizer, messages_before_assistant)
-    closed = render_tokens(tokenizer, [*messages_before_assistant, {"role": "assistant", "content": ""}], False)
+    """The tokens the template writes to close an assistant turn (e.g. ``<|im_end|>`` ``\\n``).
+
+    They are what rendering an empty assistant turn adds to the generation prompt. Where that text
+    extends the prompt's text and the tokenizer cuts at the seam (`encode_after`), only the added
+    text is encoded; otherwise both conversations are encoded whole and compared token by token.
+    """
+    prompt_text = render_chat(tokenizer, messages_before_assistant, add_generation_prompt=True)
+    closed_text = render_chat(tokenizer, [*messages_before_assistant, {"role": "assistant", "content": ""}], False)
+    if closed_text.startswith(prompt_text):
+        closing = encode_after(tokenizer, prompt_text, closed_text[len(prompt_text):])
+        if closing is not None:
+            return closing
+    prompt = _encode(tokenizer, prompt_text)
+    closed = _encode(tokenizer, closed_text)
     if closed[: len(prompt)] != prompt:
         raise TemplateRewroteHistory(
             "cannot find where an assistant turn ends in this chat template: rendering an empty "
@@ -40,6 +52,11 @@ def assistant_closing_tokens(tokenizer: Any, messages_before_assistant: list[dic
             "generation prompt is the start of the assistant turn."
         )
     return closed[len(prompt) :]
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    # as `render_tokens` encodes: no BOS, the template already wrote every special token
+    return list(tokenizer.encode(text, add_special_tokens=False))
 
 
 def build_next_prompt(

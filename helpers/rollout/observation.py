@@ -8,11 +8,13 @@ fitted the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from helpers.protocol import build_prompt, render_chat, render_tokens, tool_message
 from helpers.rollout.continuity import (TemplateRewroteHistory, assistant_closing_tokens, observation_after,
                                         suffix_prefix_overlap)
+from helpers.rollout.splice import encode_after
 from helpers.search.format import format_item, format_results
 from helpers.search.types import SearchResult
 from helpers.trajectory import RolloutConfig
@@ -49,20 +51,35 @@ class ToolTurnFrame:
     the search shows, and the tokens before the observation.
 
     ``head + content + tail`` is the rendered conversation ending with the next assistant header;
-    ``opening`` is the part of ``head`` after the closed assistant turn (the tool turn's header);
-    ``glue`` is the previous prompt + the sampled tokens + the closing tokens the sampler did not emit.
+    ``head`` is ``assistant_end_text`` (the conversation up to the closed assistant turn) followed by
+    ``opening`` (the tool turn's header); ``glue`` is the previous prompt + the sampled tokens + the
+    closing tokens the sampler did not emit.
     """
 
     tokenizer: Any
     head: str
     tail: str
     opening: str
-    assistant_end: list[int]
+    assistant_end_text: str
     glue: list[int]
 
     def observation(self, content: str) -> list[int]:
-        """The observation tokens of ``content``: exactly what rendering the whole chat would give."""
+        """The observation tokens of ``content``: exactly what rendering the whole chat would give.
+
+        The tool turn alone is encoded where the tokenizer cuts the text where the turn starts
+        (`encode_after`), so the cost follows the observation, not the conversation; otherwise the
+        whole conversation is encoded and the closed assistant turn's tokens are taken off it.
+        """
+        turn = self.opening + content + self.tail
+        spliced = encode_after(self.tokenizer, self.assistant_end_text, turn)
+        if spliced is not None:
+            return spliced
         return observation_after(self.tokenizer, self.assistant_end, _encode(self.tokenizer, self.head + content + self.tail))
+
+    @cached_property
+    def assistant_end(self) -> list[int]:
+        """The tokens of the conversation up to the closed assistant turn (the whole-text path only)."""
+        return _encode(self.tokenizer, self.assistant_end_text)
 
 
 def _assistant_message(assistant: str | dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +102,6 @@ def tool_turn_frame(
     closing = assistant_closing_tokens(tokenizer, messages_before_assistant)
     with_assistant = [*messages_before_assistant, _assistant_message(assistant_text)]
     assistant_end_text = render_chat(tokenizer, with_assistant, add_generation_prompt=False)
-    assistant_end = _encode(tokenizer, assistant_end_text)
     probed = render_chat(tokenizer, [*with_assistant, tool_message(call_id, _CONTENT_PROBE)], add_generation_prompt=True)
     if probed.count(_CONTENT_PROBE) != 1:
         raise TemplateAltersToolContent(
@@ -95,10 +111,11 @@ def tool_turn_frame(
         )
     head, tail = probed.split(_CONTENT_PROBE)
     if not head.startswith(assistant_end_text):
-        observation_after(tokenizer, assistant_end, _encode(tokenizer, head))  # names the first differing token
+        # names the first differing token
+        observation_after(tokenizer, _encode(tokenizer, assistant_end_text), _encode(tokenizer, head))
         raise TemplateRewroteHistory("the chat template rewrote the conversation history when a tool message was appended")
     overlap = suffix_prefix_overlap(completion_tokens, closing)
-    return ToolTurnFrame(tokenizer, head, tail, head[len(assistant_end_text):], assistant_end,
+    return ToolTurnFrame(tokenizer, head, tail, head[len(assistant_end_text):], assistant_end_text,
                          [*prompt_tokens, *completion_tokens, *closing[overlap:]])
 
 
@@ -124,7 +141,9 @@ def fit_tool_content(
     and the observation of k items is items 1..k-1 so counted plus item k with the turn's ending.
     Byte-level tokenizers start a new piece at ``[`` after a line break, so the sum is exact; it
     is checked against the real tokens of the count chosen and of the one after it, and should
-    they ever differ every count is encoded whole instead.
+    they ever differ every count is encoded whole instead. Those real tokens come from encoding
+    the tool turn alone where the tokenizer cuts the text where the turn starts
+    (`ToolTurnFrame.observation`), so a fitting's encoding does not grow with the conversation.
     """
     frame = tool_turn_frame(tokenizer, messages_before_assistant, assistant_text, prompt_tokens,
                             completion_tokens, call_id)
