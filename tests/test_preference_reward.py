@@ -184,3 +184,20 @@ def test_a_run_reads_back_the_prompts_a_filter_kept(tmp_path):
     kept = load_rubric_prompts(path)
     assert [p.id for p in kept] == [p.id for p in report.kept] and prompts[0].id not in {p.id for p in kept}
     assert [p.id for p in load_rubric_prompts(None)] == [p.id for p in rubric_set()]
+
+
+def test_a_constant_preference_halves_a_right_answers_credit_and_leaves_a_wrong_one_alone():
+    from helpers.runs import override
+    from helpers.train import TrainConfig
+
+    group = _group(["Ada Lovelace.", "Charles Babbage.", "Ada Lovelace, I think."], [True, False, True])
+    plain = make_reward("gated", lambda_tool=0.0, lambda_len=0.0)(group)
+    config = override(TrainConfig(reward="gated"), "reward_options",
+                      '{"lambda_tool": 0.0, "lambda_len": 0.0, "preference": 0.5}')  # as --set writes it
+    halved = config.reward_fn()(group)
+    assert halved.rewards[0] == pytest.approx(0.5 * plain.rewards[0]) and plain.rewards[0] > 0
+    assert halved.rewards[1] == pytest.approx(plain.rewards[1])  # no credit to halve
+    assert halved.components["eff/preference_mean"] == [0.5, 0.5, 0.5]
+    for bad in (1.5, -0.1):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            make_reward("gated", preference=bad)

@@ -360,12 +360,28 @@ class GatedReward:
         return GroupRewards(rewards, components)
 
 
+class _Constant:
+    """s = the same number for every trajectory (a preference object's `scores(group)`)."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def scores(self, group: Any) -> list[float]:
+        return [self.value] * len(group.trajectories)
+
+
 def gated_reward_fn(*, preference: Any = None, reference: Any = None, **options: Any) -> GatedReward:
     """The registered factory: `options` are EfficiencyConfig fields (`lambda_tool=0.3`, ...);
     `preference` (s from a preference model: a `helpers.preference.PreferenceScore`, or the folder
     of a saved one) and `reference` (the reference model's lengths: a `ReferenceLengths`, or
     "initial" / "group") are objects from Python or text from a config (see `GatedReward`).
-    Without them s = 1 and each group's own lengths are the reference."""
+    Without them s = 1 and each group's own lengths are the reference. A number for `preference` is a
+    constant s (e.g. 0.5: the scale a preference model's s gives a right answer, without its judgement,
+    the control of an ablation against s from the model)."""
+    if isinstance(preference, (int, float)) and not isinstance(preference, bool):
+        if not 0.0 <= preference <= 1.0:
+            raise ValueError(f"a constant preference score s must lie in [0, 1], got {preference}")
+        preference = _Constant(float(preference))
     names = {f.name for f in fields(EfficiencyConfig)}
     unknown = sorted(set(options) - names)
     if unknown:
