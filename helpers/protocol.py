@@ -148,9 +148,13 @@ def render_chat(tokenizer: Any, messages: list[dict[str, Any]], add_generation_p
     return text
 
 
+def encode_rendered(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of rendered chat text: no BOS, the template already wrote every special token."""
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
 def render_tokens(tokenizer: Any, messages: list[dict[str, Any]], add_generation_prompt: bool) -> list[int]:
-    # Render text, then encode without BOS: the template already wrote every special token.
-    return list(tokenizer.encode(render_chat(tokenizer, messages, add_generation_prompt), add_special_tokens=False))
+    return encode_rendered(tokenizer, render_chat(tokenizer, messages, add_generation_prompt))
 
 
 def build_prompt(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:

@@ -47,6 +47,8 @@ print(export_adapter(_policy_of(plan.stages['$2']), Path('$R/$2/adapter')))" >>"
   log "export $2: status $?"
 }
 AGENT=(--out "$R/agent" --work "$WORK/agent" "${SET_ARGS[@]}")
+ALT=(--out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}")
+ALT2=(--out "$R/alt2" --work "$WORK/alt2" "${ALT2_SET_ARGS[@]}")
 if [ "${PREFERENCE:-0}" = 1 ]; then  # Perplexity's preference model, for a gated reward with s from it:
   # ALT_SETS='--set trim.reward_options={"lambda_tool":0.2,"lambda_len":0.0,"preference":"/root/results/preference"}'
   "$PY" -m helpers.preference train --model "$MODEL" --out "$R/preference" >"$R/preference.log" 2>&1
@@ -64,12 +66,12 @@ else
   experiment eval_habit "${AGENT[@]}" --stage eval --only stage_habit &
 fi
 experiment trim "${AGENT[@]}" --stage grpo --grpo-stage trim --init-from "$HABIT" --max-minutes "$NEXT_MIN" & T=$!
-PRESET=$ALT_PRESET experiment alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage grpo --grpo-stage "$ALT_STAGE" \
+PRESET=$ALT_PRESET experiment alt "${ALT[@]}" --stage grpo --grpo-stage "$ALT_STAGE" \
   --init-from "$HABIT" --max-minutes "$NEXT_MIN" & A=$!
 A2=
 if [ -n "$ALT2_STAGE" ]; then
-  PRESET=$ALT2_PRESET experiment alt2 --out "$R/alt2" --work "$WORK/alt2" "${ALT2_SET_ARGS[@]}" --stage grpo \
-    --grpo-stage "$ALT2_STAGE" --init-from "$HABIT" --max-minutes "$NEXT_MIN" & A2=$!
+  PRESET=$ALT2_PRESET experiment alt2 "${ALT2[@]}" --stage grpo --grpo-stage "$ALT2_STAGE" \
+    --init-from "$HABIT" --max-minutes "$NEXT_MIN" & A2=$!
 fi
 UNTIL=$(date -u -d "+$(python3 -c "print(int(float('$NEXT_MIN') + 0.5))") min" +%H:%M)
 "$PY" -m helpers.multihop write --model "$MODEL" --batch "$WRITE_BATCH" --until "$UNTIL" \
@@ -82,14 +84,12 @@ wait $A $T $A2
 log "trained: every stage's adapter is in its run's checkpoint; evaluations next"
 
 experiment eval_trim "${AGENT[@]}" --stage eval --only sft_grpo &
-PRESET=$ALT_PRESET experiment eval_alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage eval --only sft_grpo &
-[ -n "$ALT2_STAGE" ] && { PRESET=$ALT2_PRESET experiment eval_alt2 --out "$R/alt2" --work "$WORK/alt2" "${ALT2_SET_ARGS[@]}" \
-  --stage eval --only sft_grpo & }
+PRESET=$ALT_PRESET experiment eval_alt "${ALT[@]}" --stage eval --only sft_grpo &
+[ -n "$ALT2_STAGE" ] && { PRESET=$ALT2_PRESET experiment eval_alt2 "${ALT2[@]}" --stage eval --only sft_grpo & }
 wait  # the evaluations, the habit's evaluation and the writer
 log "multihop write: $(tail -c 400 "$R/multihop_write.log" | tr '\r' '\n' | grep '^{' | tail -1)"
 [ -f "$SFT_EVAL" ] && mkdir -p "$R/agent/eval" && cp -n "$SFT_EVAL" "$R/agent/eval/sft.jsonl"
 experiment report_agent "${AGENT[@]}" --stage report
-PRESET=$ALT_PRESET experiment report_alt --out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}" --stage report
-[ -n "$ALT2_STAGE" ] && PRESET=$ALT2_PRESET experiment report_alt2 --out "$R/alt2" --work "$WORK/alt2" "${ALT2_SET_ARGS[@]}" \
-  --stage report
+PRESET=$ALT_PRESET experiment report_alt "${ALT[@]}" --stage report
+[ -n "$ALT2_STAGE" ] && PRESET=$ALT2_PRESET experiment report_alt2 "${ALT2[@]}" --stage report
 log "all done"

@@ -343,7 +343,7 @@ class GatedReward:
         if self.preference is not None:
             preferences = [float(s) for s in self.preference.scores(group)]
         elif self.preference_fn is not None:
-            preferences = [float(self.preference_fn(t)) for t in group]
+            preferences = [float(self.preference_fn(t)) for t in group.trajectories]
         return score_group(**group_numbers(group.trajectories), preferences=preferences,
                            reference_lengths=self.references.get(group.example.id), config=self.config,
                            rng=group_rng(self.config, group))
@@ -360,16 +360,6 @@ class GatedReward:
         return GroupRewards(rewards, components)
 
 
-class _Constant:
-    """s = the same number for every trajectory (a preference object's `scores(group)`)."""
-
-    def __init__(self, value: float) -> None:
-        self.value = value
-
-    def scores(self, group: Any) -> list[float]:
-        return [self.value] * len(group.trajectories)
-
-
 def gated_reward_fn(*, preference: Any = None, reference: Any = None, **options: Any) -> GatedReward:
     """The registered factory: `options` are EfficiencyConfig fields (`lambda_tool=0.3`, ...);
     `preference` (s from a preference model: a `helpers.preference.PreferenceScore`, or the folder
@@ -378,16 +368,18 @@ def gated_reward_fn(*, preference: Any = None, reference: Any = None, **options:
     Without them s = 1 and each group's own lengths are the reference. A number for `preference` is a
     constant s (e.g. 0.5: the scale a preference model's s gives a right answer, without its judgement,
     the control of an ablation against s from the model)."""
+    constant = None
     if isinstance(preference, (int, float)) and not isinstance(preference, bool):
         if not 0.0 <= preference <= 1.0:
             raise ValueError(f"a constant preference score s must lie in [0, 1], got {preference}")
-        preference = _Constant(float(preference))
+        constant, preference = float(preference), None
     names = {f.name for f in fields(EfficiencyConfig)}
     unknown = sorted(set(options) - names)
     if unknown:
         raise ValueError(f"the gated reward has no option {unknown}; options: "
                          f"{sorted(names | {'preference', 'reference'})}")
-    return GatedReward(EfficiencyConfig(**options), preference=preference, reference=reference)
+    return GatedReward(EfficiencyConfig(**options), preference=preference, reference=reference,
+                       preference_fn=None if constant is None else (lambda trajectory: constant))
 
 
 register_reward("gated", gated_reward_fn)

@@ -175,7 +175,7 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
         kept = {**earlier, **{r["id"]: dict(r["candidate"], license=build.LICENSE)
                               for r in records.values() if r["kept"]}}.values()
         write_jsonl(out_path, sorted(kept, key=lambda c: c["id"]))
-        bar.set_postfix(kept=len(list(kept)))
+        bar.set_postfix(kept=len(kept))
     bar.close()
     values = list(records.values())
     parsed = [r for r in values if r["question"]]

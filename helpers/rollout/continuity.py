@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.protocol import build_prompt, render_chat, render_tokens
+from helpers.protocol import build_prompt, encode_rendered, render_chat, render_tokens
 from helpers.rollout.splice import encode_after
 from helpers.trajectory import Trajectory
 
@@ -43,8 +43,8 @@ def assistant_closing_tokens(tokenizer: Any, messages_before_assistant: list[dic
         closing = encode_after(tokenizer, prompt_text, closed_text[len(prompt_text):])
         if closing is not None:
             return closing
-    prompt = _encode(tokenizer, prompt_text)
-    closed = _encode(tokenizer, closed_text)
+    prompt = encode_rendered(tokenizer, prompt_text)
+    closed = encode_rendered(tokenizer, closed_text)
     if closed[: len(prompt)] != prompt:
         raise TemplateRewroteHistory(
             "cannot find where an assistant turn ends in this chat template: rendering an empty "
@@ -52,11 +52,6 @@ def assistant_closing_tokens(tokenizer: Any, messages_before_assistant: list[dic
             "generation prompt is the start of the assistant turn."
         )
     return closed[len(prompt) :]
-
-
-def _encode(tokenizer: Any, text: str) -> list[int]:
-    # as `render_tokens` encodes: no BOS, the template already wrote every special token
-    return list(tokenizer.encode(text, add_special_tokens=False))
 
 
 def build_next_prompt(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from helpers.protocol import build_prompt, render_chat, render_tokens, tool_message
+from helpers.protocol import build_prompt, encode_rendered, render_chat, render_tokens, tool_message
 from helpers.rollout.continuity import (TemplateRewroteHistory, assistant_closing_tokens, observation_after,
                                         suffix_prefix_overlap)
 from helpers.rollout.splice import encode_after
@@ -39,10 +39,6 @@ _CONTENT_PROBE = ' \n«observation» "q" \\ <b> & é\n '
 
 class TemplateAltersToolContent(ValueError):
     """The chat template trims, escapes or otherwise rewrites the content of a tool message."""
-
-
-def _encode(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer.encode(text, add_special_tokens=False))
 
 
 @dataclass
@@ -74,12 +70,12 @@ class ToolTurnFrame:
         spliced = encode_after(self.tokenizer, self.assistant_end_text, turn)
         if spliced is not None:
             return spliced
-        return observation_after(self.tokenizer, self.assistant_end, _encode(self.tokenizer, self.head + content + self.tail))
+        return observation_after(self.tokenizer, self.assistant_end, encode_rendered(self.tokenizer, self.head + content + self.tail))
 
     @cached_property
     def assistant_end(self) -> list[int]:
         """The tokens of the conversation up to the closed assistant turn (the whole-text path only)."""
-        return _encode(self.tokenizer, self.assistant_end_text)
+        return encode_rendered(self.tokenizer, self.assistant_end_text)
 
 
 def _assistant_message(assistant: str | dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +108,7 @@ def tool_turn_frame(
     head, tail = probed.split(_CONTENT_PROBE)
     if not head.startswith(assistant_end_text):
         # names the first differing token
-        observation_after(tokenizer, _encode(tokenizer, assistant_end_text), _encode(tokenizer, head))
+        observation_after(tokenizer, encode_rendered(tokenizer, assistant_end_text), encode_rendered(tokenizer, head))
         raise TemplateRewroteHistory("the chat template rewrote the conversation history when a tool message was appended")
     overlap = suffix_prefix_overlap(completion_tokens, closing)
     return ToolTurnFrame(tokenizer, head, tail, head[len(assistant_end_text):], assistant_end_text,
@@ -174,12 +170,12 @@ def _count_items(frame: ToolTurnFrame, result: SearchResult, contents: list[str]
     kept = 0
     while kept < len(contents):
         lead = frame.opening if kept == 0 else ""
-        closing_piece = _encode(tokenizer, lead + whole[starts[kept]:len(contents[kept])] + frame.tail)
+        closing_piece = encode_rendered(tokenizer, lead + whole[starts[kept]:len(contents[kept])] + frame.tail)
         predicted = [token for piece in pieces for token in piece] + closing_piece
         if len(predicted) > room:
             break
         if kept + 1 < len(contents):
-            pieces.append(_encode(tokenizer, lead + whole[starts[kept]:starts[kept + 1]]))
+            pieces.append(encode_rendered(tokenizer, lead + whole[starts[kept]:starts[kept + 1]]))
         kept, chosen = kept + 1, predicted
 
     observation = frame.observation(contents[kept - 1]) if kept else None
@@ -188,7 +184,7 @@ def _count_items(frame: ToolTurnFrame, result: SearchResult, contents: list[str]
     exact = not kept or observation == chosen
     if exact and kept < len(contents):
         if kept:
-            seam = _encode(tokenizer, ("" if kept > 1 else frame.opening) + whole[starts[kept - 1]:len(contents[kept])] + frame.tail)
+            seam = encode_rendered(tokenizer, ("" if kept > 1 else frame.opening) + whole[starts[kept - 1]:len(contents[kept])] + frame.tail)
             exact = seam == pieces[kept - 1] + closing_piece
         else:
             exact = len(frame.observation(contents[0])) == len(predicted)
