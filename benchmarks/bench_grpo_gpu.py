@@ -1,6 +1,8 @@
 """What a GPU minute buys in GRPO: decode speed against the roofline, and the steps of real runs.
 
     python benchmarks/bench_grpo_gpu.py decode --batch-sizes 1,64 --max-tokens 256   # this process's decode path
+    COURSE_ENGINE_FUSE=merge python benchmarks/bench_grpo_gpu.py decode --adapter results/h200_agent/adapter ...
+                                                        # the graph path's layer variant (helpers.engine.graphs)
     COURSE_ENGINE_DECODE=static python benchmarks/bench_grpo_gpu.py decode ...         # the compiled transformers step
     python benchmarks/bench_grpo_gpu.py report runs/a/grpo_habit runs/b/grpo_habit        # GRPO runs' metrics
 
@@ -70,6 +72,7 @@ def bench_decode(args) -> dict:
 
     from helpers import config
     from helpers.engine import connect
+    from helpers.engine.graphs import fuse_setting
     from helpers.engine.host import get_host
     from helpers.engine.sampler import decode_path
 
@@ -78,6 +81,7 @@ def bench_decode(args) -> dict:
     sc = (service.create_sampling_client(base_model=args.model, model_path=args.adapter) if args.adapter
           else service.create_sampling_client(base_model=args.model))
     bandwidth = copy_bandwidth(host.device) if args.bandwidth is None else args.bandwidth * 1e12
+    layer = ",".join(sorted(fuse_setting()))  # COURSE_ENGINE_FUSE: the graph path's layer
     rows_out = []
     for batch in [int(b) for b in args.batch_sizes.split(",") if b]:
         prompts = []
@@ -109,18 +113,19 @@ def bench_decode(args) -> dict:
         context = int(statistics.mean(len(p) for p in prompts) + args.max_tokens / 2)
         need = step_bytes(host.model, batch, context)
         roof = bandwidth / need if bandwidth else None
-        row = {"batch": batch, "decode_path": decode_path(host), "first_call_s": round(first, 2),
+        row = {"batch": batch, "decode_path": decode_path(host), "layer": layer, "first_call_s": round(first, 2),
                "steps_per_s": round(steps_s, 1), "tokens_per_s": round(tokens / seconds, 1),
                "bytes_per_step": need, "roofline_steps_per_s": None if roof is None else round(roof, 1),
                "roofline_share": None if roof is None else round(steps_s / roof, 3)}
         row.update(agreement(sc, prompts, responses, args.check_rows))
         rows_out.append(row)
         share = "" if roof is None else f"  roofline {roof:,.0f} steps/s -> {steps_s / roof:.1%}"
-        print(f"[{row['decode_path']}] batch {batch:>3}: {steps_s:8.1f} steps/s  {tokens / seconds:9.1f} tok/s  "
+        print(f"[{row['decode_path']} {layer}] batch {batch:>3}: {steps_s:8.1f} steps/s  {tokens / seconds:9.1f} tok/s  "
               f"first call {first:6.1f} s{share}  sampler-vs-forward KL(k3) {row['kl_k3']:.2e}", flush=True)
     return {"model": args.model, "device": host.device, "dtype": str(host.dtype), "torch": torch.__version__,
             "gpu": torch.cuda.get_device_name() if host.device == "cuda" else None,
             "bandwidth_bytes_s": bandwidth, "compile": os.environ.get("COURSE_ENGINE_COMPILE"),
+            "fuse": os.environ.get("COURSE_ENGINE_FUSE"), "adapter": args.adapter,
             "profile": config.profile(), "rows": rows_out}
 
 

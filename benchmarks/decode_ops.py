@@ -1,17 +1,19 @@
-"""Tensor operations per decoded layer: the projection-by-projection layer against the fused one.
+"""Tensor operations per decoded layer: the projection-by-projection layer, the fused one, and the fused
+one with each LoRA merged into its base weight (`COURSE_ENGINE_FUSE=merge`, not exact).
 
 A replayed decode step is bound by its kernel launches, so the count of operations a layer dispatches
 is what the fused layer (helpers.engine.fused) cuts. This counts them on the CPU, over one eager
 layer of a decode step of a model with a LoRA adapter on every projection (bf16 base, fp32 adapter,
 as on the GPU), with a TorchDispatchMode: every aten call that reaches a backend kernel. Views
 (outputs aliasing an input) and allocations launch no kernel and are counted apart. It also decodes
-one chunk with each and compares tokens and logprobs.
+one chunk with each and compares tokens and logprobs with the reference's. (The `inductor` option
+is not counted here: its kernels are inductor's, not aten ops.)
 
     python benchmarks/decode_ops.py [--model smollm2-135m] [--rank 16] [--figure out.png] [--json out.json]
 
 On CUDA, sdpa and roll are one kernel each as on the CPU; GEMMs may add a kernel (split-K). The
-steps/s this buys is measured on a GPU: `bench_grpo_gpu.py decode --batch-sizes 1,64` with
-COURSE_ENGINE_FUSE=0 (the reference layer) and without (fused).
+steps/s this buys is measured on a GPU: `bench_grpo_gpu.py decode --batch-sizes 1,64` under each
+COURSE_ENGINE_FUSE value (0: the reference layer; 1: fused, the default; merge; inductor).
 """
 
 from __future__ import annotations
@@ -122,18 +124,23 @@ def main() -> None:
     host, slot = adapted_host(args.model, args.rank, dtype)
     weights = graphs.DecoderWeights.gather(host, slot)
     fused = Fuser().fuse(weights)
+    merged = Fuser(merge=True).fuse(weights)
     results = {}
-    for label, w, fn in (("reference", weights, graphs.LayerFunctions()), ("fused", fused, FusedLayerFunctions())):
+    for label, w, fn in (("reference", weights, graphs.LayerFunctions()), ("fused", fused, FusedLayerFunctions()),
+                         ("merged", merged, FusedLayerFunctions())):
         c = count_layer(w, fn, dtype)
         results[label] = {"kernels": sum(c.kernels.values()), "views": sum(c.views.values()),
                           "allocations": sum(c.allocs.values()), "by_op": dict(c.kernels.most_common())}
         print(f"{label:>9}: {results[label]['kernels']} kernel ops a layer (+{results[label]['views']} views, "
               f"+{results[label]['allocations']} allocations): {dict(c.kernels.most_common())}")
     ref_t, ref_l = decode_chunk(weights, graphs.LayerFunctions(), dtype)
-    t, lp = decode_chunk(fused, FusedLayerFunctions(), dtype)
-    numerics = {"same_tokens": bool(torch.equal(t, ref_t)), "max_abs_logprob_diff": float((lp - ref_l).abs().max())}
-    print(f"one chunk, 8 rows x 8 greedy steps, bf16: same tokens {numerics['same_tokens']}, "
-          f"max |logprob diff| {numerics['max_abs_logprob_diff']:.2e}")
+    numerics = {}
+    for label, w in (("fused", fused), ("merged", merged)):
+        t, lp = decode_chunk(w, FusedLayerFunctions(), dtype)
+        numerics[label] = {"same_tokens": bool(torch.equal(t, ref_t)),
+                           "max_abs_logprob_diff": float((lp - ref_l).abs().max())}
+        print(f"{label}, one chunk, 8 rows x 8 greedy steps, bf16, against the reference: same tokens "
+              f"{numerics[label]['same_tokens']}, max |logprob diff| {numerics[label]['max_abs_logprob_diff']:.2e}")
     out = {"model": args.model, "rank": args.rank, "dtype": "bfloat16", "layers": len(weights.layers),
            "per_layer": results, "numerics": numerics}
     if args.json:
@@ -148,13 +155,13 @@ def figure(out: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = ["reference\n(projection by projection)", "fused"]
+    labels = ["reference\n(projection by projection)", "fused", "fused, LoRA merged\n(not exact)"]
     parts = [("kernels", "kernel ops", "#3b6ea8"), ("views", "views (no kernel)", "#b7c7dd"),
              ("allocations", "allocations (no kernel)", "#e0e0e0")]
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    left = [0, 0]
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    left = [0, 0, 0]
     for key, name, colour in parts:
-        values = [out["per_layer"]["reference"][key], out["per_layer"]["fused"][key]]
+        values = [out["per_layer"][label][key] for label in ("reference", "fused", "merged")]
         ax.barh(labels, values, left=left, color=colour, label=name)
         for i, v in enumerate(values):
             if key == "kernels":

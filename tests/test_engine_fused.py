@@ -121,3 +121,113 @@ def test_new_adapter_tensors_get_new_copies():
     assert again.layers[0].qkv.lora_a.data_ptr() != first.layers[0].qkv.lora_a.data_ptr()
     rank = old.shape[0]
     assert torch.equal(again.layers[0].qkv.lora_a[:rank], old.detach() * 2)
+
+
+def test_merged_layer_folds_each_lora_into_its_weight_and_follows_snapshots():
+    """COURSE_ENGINE_FUSE=merge: W + s·B·A (fp32 sum, one rounding) replaces base + LoRA. In fp32 it
+    decodes as the reference does; a snapshot loaded in place refreshes the merged copies at the
+    same addresses."""
+    dtype = torch.float32
+    peft, host = tiny_qwen2(dtype, 4, seed=4)
+    fuser = Fuser(merge=True)
+    weights = graphs.DecoderWeights.gather(host, SLOT)
+    merged = fuser.fuse(weights)
+    q = weights.layers[0]["q_proj"]
+    expected = q.weight + q.scaling * q.lora_b @ q.lora_a
+    assert merged.layers[0].qkv.lora_a is None and merged.lm_head.lora_a is None
+    assert torch.allclose(merged.layers[0].qkv.weight[:q.weight.shape[0]], expected, atol=1e-6)
+    ref_tokens, ref_logps = decode(weights, graphs.LayerFunctions(), dtype)
+    tokens, logps = decode(merged, FusedLayerFunctions(), dtype)
+    assert torch.equal(tokens, ref_tokens)
+    assert torch.allclose(logps, ref_logps, atol=1e-4)
+    signature = merged.signature()
+    perturb(peft, seed=5)
+    weights = graphs.DecoderWeights.gather(host, SLOT)
+    again = fuser.fuse(weights)
+    assert again.signature() == signature  # refreshed in place: a captured graph stays valid
+    q = weights.layers[0]["q_proj"]
+    assert torch.allclose(again.layers[0].qkv.weight[:q.weight.shape[0]],
+                          q.weight + q.scaling * q.lora_b @ q.lora_a, atol=1e-6)
+    ref_tokens, ref_logps = decode(weights, graphs.LayerFunctions(), dtype)
+    tokens, logps = decode(again, FusedLayerFunctions(), dtype)
+    assert torch.equal(tokens, ref_tokens) and torch.allclose(logps, ref_logps, atol=1e-4)
+
+
+def test_merged_layer_dispatches_no_lora_ops():
+    """Counted as benchmarks/decode_ops.py counts (a LoRA on every projection): merging removes the four
+    LoRA groups' two GEMMs, input cast and add each (and q/k/v's block-diagonal B)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from decode_ops import count_layer
+
+    dtype = torch.bfloat16
+    _, host = tiny_qwen2(dtype, 4)
+    weights = graphs.DecoderWeights.gather(host, SLOT)
+    counts = {label: count_layer(w, fn, dtype).kernels for label, w, fn in (
+        ("reference", weights, graphs.LayerFunctions()),
+        ("fused", Fuser().fuse(weights), FusedLayerFunctions()),
+        ("merged", Fuser(merge=True).fuse(weights), FusedLayerFunctions()))}
+    totals = {label: sum(c.values()) for label, c in counts.items()}
+    assert totals["reference"] > totals["fused"] > totals["merged"]
+    assert totals["fused"] - totals["merged"] == 16  # 4 groups x (cast, A GEMM, B GEMM, add)
+    assert counts["merged"]["mm"] + counts["merged"].get("addmm", 0) == 4  # qkv, o, gate_up, down
+    assert "_to_copy" not in counts["merged"] or counts["merged"]["_to_copy"] == counts["fused"]["_to_copy"] - 4
+
+
+def test_fuse_setting_reads_values_and_rejects_others(monkeypatch):
+    from helpers.engine.fused import CompiledFusedLayerFunctions
+
+    monkeypatch.delenv("COURSE_ENGINE_FUSE", raising=False)
+    assert graphs.fuse_setting() == {"1"}
+    fuser, fn = graphs.decode_layer(graphs.fuse_setting())
+    assert not fuser.merge and type(fn) is FusedLayerFunctions
+    monkeypatch.setenv("COURSE_ENGINE_FUSE", "0")
+    assert graphs.decode_layer(graphs.fuse_setting())[0] is None
+    monkeypatch.setenv("COURSE_ENGINE_FUSE", "merge, inductor")
+    fuser, fn = graphs.decode_layer(graphs.fuse_setting())
+    assert fuser.merge and isinstance(fn, CompiledFusedLayerFunctions)
+    for bad in ("2", "merge,0", "fast"):
+        with pytest.raises(ValueError, match="COURSE_ENGINE_FUSE"):
+            graphs.fuse_setting(bad)
+
+
+def one_layer(layer_fn, weights, dtype, rows: int = 3):
+    """One layer of one decode step on fixed inputs: (layer output, the K cache it wrote)."""
+    gen = torch.Generator().manual_seed(0)
+    dim = weights.head_dim
+    state = graphs.DecodeState(weights, rows, 16, weights.lm_head.weight.shape[0], "cpu", dtype)
+    state.bias.fill_(torch.finfo(dtype).min)
+    state.bias[:, :4] = 0
+    state.col.fill_(3)
+    state.k[0][:, :, :3].copy_(torch.randn(state.k[0][:, :, :3].shape, generator=gen))
+    state.v[0][:, :, :3].copy_(torch.randn(state.v[0][:, :, :3].shape, generator=gen))
+    cos = torch.randn(rows, 1, dim, generator=gen).to(dtype)
+    sin = torch.randn(rows, 1, dim, generator=gen).to(dtype)
+    h = torch.randn(rows, weights.embed.shape[1], generator=gen).to(dtype)
+    with torch.inference_mode():
+        out = layer_fn(h, weights.layers[0], state.k[0], state.v[0], state.col,
+                       layer_fn.rotary(cos, sin), state.bias[:, None, None, :], weights)
+    return out, state.k[0].clone()
+
+
+@pytest.mark.slow
+def test_inductor_layer_rounds_as_eager_does():
+    """COURSE_ENGINE_FUSE=inductor: the fused layer's pure halves compiled by inductor (C++ on the CPU)
+    give the eager layer's bits in bf16, cache write included. The cause of the wrong tokens inductor
+    gave before: fused bf16 chains kept fp32 between ops (more precise, not the trainer's roundings);
+    `emulate_precision_casts` makes it round where eager rounds. Without it the bits differ."""
+    from helpers.engine.fused import CompiledFusedLayerFunctions
+
+    dtype = torch.bfloat16
+    _, host = tiny_qwen2(dtype, 4)
+    weights = Fuser().fuse(graphs.DecoderWeights.gather(host, SLOT))
+    eager_out, eager_k = one_layer(FusedLayerFunctions(), weights, dtype)
+    out, k = one_layer(CompiledFusedLayerFunctions(), weights, dtype)
+    assert torch.equal(k, eager_k) and torch.equal(out, eager_out)
+    loose_out, _ = one_layer(CompiledFusedLayerFunctions(emulate=False), weights, dtype)
+    assert not torch.equal(loose_out, eager_out)
+    tokens, logps = decode(weights, FusedLayerFunctions(), dtype)
+    compiled_tokens, compiled_logps = decode(weights, CompiledFusedLayerFunctions(), dtype)
+    assert torch.equal(compiled_tokens, tokens) and torch.equal(compiled_logps, logps)

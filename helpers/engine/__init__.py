@@ -52,7 +52,8 @@ Details worth knowing:
 - Batching: sample requests arriving within 5 ms of each other are decoded together; on CUDA
   the decode step uses a static KV cache and is compiled (CUDA graphs). COURSE_ENGINE_STATIC=0|1
   and COURSE_ENGINE_COMPILE=0 switch these off/on. COURSE_ENGINE_DECODE=graphs|static|dynamic picks the
-  decode path; COURSE_ENGINE_FUSE=0 runs the graphs path's layer projection by projection.
+  decode path; COURSE_ENGINE_FUSE=0 runs the graphs path's layer projection by projection, =merge and/or
+  =inductor (comma-joined) the fused layer with its LoRA merged into the weights / its halves compiled.
 - `probe_loss_normalisation(training_client)` measures a backend's reduction;
   `measure_logprob_agreement(training_client, sampling_client, prompts, params)` reports the
   sampler/trainer mismatch as a KL.

@@ -17,8 +17,11 @@ Speed: a replayed step is bound by its kernel launches, not by memory. The layer
 `helpers.engine.fused`'s: projections that read one input as one GEMM, fewer casts and elementwise
 ops (45 ops a layer instead of 82 with LoRA everywhere; `benchmarks/decode_ops.py` counts them).
 `LayerFunctions` here is the projection-by-projection reference it is tested against
-(COURSE_ENGINE_FUSE=0 runs it). Compiling the layer with inductor gave wrong tokens (reproducible on
-a CPU with its C++ backend), so it runs as written.
+(COURSE_ENGINE_FUSE=0 runs it). Two options of the fused layer cut more: `merge` folds each LoRA
+into a copy of its base weight (29 ops a layer; not exact, so off by default) and `inductor` compiles
+the layer's two pure halves around the cache write (its kernels fuse the elementwise chains; compiled
+once per row bucket). `fuse_setting` reads the setting; `benchmarks/decode_variants.py` (CPU: tokens,
+sampler-trainer KL) and `benchmarks/decode_graph_variants.py` (GPU: replayed steps/s) compare them.
 
 Adapters: a sampler slot's tensors are updated in place when a new snapshot is loaded, so a graph
 captured for a slot stays valid; a graph remembers the addresses of the weights it read and is
@@ -33,6 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 GRAPH_STEPS = 8  # decode steps per graph replay: the host reads tokens once per chunk
+# COURSE_ENGINE_FUSE: which layer decodes. "0": LayerFunctions (projection by projection, the reference);
+# "1": the fused layer (exact, the default); options of the fused layer, joined by commas: "merge" (each
+# LoRA folded into a copy of its base weight: fewer ops, not exact), "inductor" (its pure halves compiled)
+FUSE_SETTING, FUSE_DEFAULT, FUSE_OPTIONS = "COURSE_ENGINE_FUSE", "1", ("merge", "inductor")
 STATE_BYTES = 12 << 30  # KV caches kept for reuse (a GRPO step meets a few shapes, one per turn)
 
 
@@ -279,17 +286,34 @@ def chunk(weights: DecoderWeights, state: DecodeState, layer_fn, truncate: bool,
         state.step.add_(1)
 
 
+def fuse_setting(value: str | None = None) -> frozenset:
+    """COURSE_ENGINE_FUSE (or `value`) as a set: {"0"}, {"1"} or fused-layer options such as {"merge"}."""
+    import os
+
+    raw = os.environ.get(FUSE_SETTING, FUSE_DEFAULT) if value is None else value
+    chosen = frozenset(part.strip() for part in (raw.strip() or FUSE_DEFAULT).split(",") if part.strip())
+    if chosen in ({"0"}, {"1"}) or (chosen and chosen <= set(FUSE_OPTIONS)):
+        return chosen
+    raise ValueError(f"{FUSE_SETTING}={raw!r}: choose 0, 1, or fused-layer options among {FUSE_OPTIONS} "
+                     "joined by commas")
+
+
+def decode_layer(chosen: frozenset):
+    """(fuser or None, layer functions) for a `fuse_setting()`."""
+    from helpers.engine.fused import CompiledFusedLayerFunctions, Fuser, FusedLayerFunctions
+
+    if chosen == {"0"}:
+        return None, LayerFunctions()
+    fn = CompiledFusedLayerFunctions() if "inductor" in chosen else FusedLayerFunctions()
+    return Fuser(merge="merge" in chosen), fn
+
+
 class GraphDecoder:
     """Per host: the gathered weights, bucket states and captured graphs of each adapter slot."""
 
     def __init__(self, host) -> None:
-        import os
-
-        from helpers.engine.fused import Fuser, FusedLayerFunctions
-
         self.host = host
-        self.fuser = Fuser() if os.environ.get("COURSE_ENGINE_FUSE", "1").strip() != "0" else None
-        self.layer_fn = FusedLayerFunctions() if self.fuser is not None else LayerFunctions()
+        self.fuser, self.layer_fn = decode_layer(fuse_setting())
         self.states: dict[tuple[int, int], DecodeState] = {}
         self.graphs: dict[tuple, tuple[Any, tuple]] = {}  # key -> (CUDAGraph, weight signature)
         self.pool = None
