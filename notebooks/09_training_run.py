@@ -195,8 +195,9 @@ remember("learning_09", {"summary": cpu_summary, "start": str(SFT_START)} if mis
 # real one here, in this notebook: the recorded run's recipe (`python -m helpers.experiment --preset
 # h200`): the SFT warm start on hundreds of scripted demonstrations, then minutes of GRPO on large
 # groups — the sizes are printed below — with its GRPO steps drawn on the dashboard. Notebook 10
-# then evaluates it on the held-out test questions. About 20 minutes on one H200; every stage
-# resumes if the kernel stops. In a terminal, the same run is these commands:
+# then evaluates it on the held-out test questions. Both notebooks together take about 14 minutes on
+# one H200 (SFT 2.4, GRPO 9, the two evaluations 1; `benchmarks/RESULTS.md`), and every stage resumes
+# if the kernel stops. In a terminal, the same run is these commands:
 
 # %%
 from helpers.course.recipe import GPU_RUN, commands, gpu_plan, train_stages

@@ -5,7 +5,8 @@ On a machine with a GPU (`COURSE_PROFILE=gpu`), notebook 09 runs the recorded ru
 then GRPO for `GPU_RUN["grpo_minutes"]` — in-process, so the GRPO steps draw on the notebook's
 dashboard; notebook 10 then evaluates that run's SFT and SFT + GRPO policies on the 600 held-out
 test questions, with the recorded run's budgets, and sets them beside the recorded base-model rows.
-Sized to about 20 minutes on one H200 (SFT about 3, GRPO 9, two evaluations about 3 each).
+Measured on one H200: notebooks 09 and 10 together 13.4 minutes (SFT 2.4, GRPO 9 with 154 updates,
+the two evaluations 1 minute together); benchmarks/RESULTS.md has the figures.
 
     plan = gpu_plan()                      # the experiment's Plan, under this checkout's runs folder
     commands(plan)                         # the same run as shell commands
