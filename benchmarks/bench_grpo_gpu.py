@@ -13,6 +13,11 @@ row; steps/s = max_tokens / seconds. The roofline is the fewest bytes a step mus
 once (the tied embedding counted once, as the output projection) plus each row's KV cache up to its
 length, over the device's copy bandwidth measured here (bytes read + written by a large copy).
 
+`--trace N` adds one more call per batch size under torch's profiler and prints where a decode step's
+device time goes (on a GPU: the engine decodes on its own thread, which a CPU trace does not see): the
+N kernels with the most self time, totals by kind (GEMM,
+attention, elementwise and norms, copies and cache writes, sampling), and kernels per decode step.
+
 `report`: from each run's `metrics.jsonl` the first step, the median later step and its parts,
 updates per minute and informative groups (groups whose rewards differ) per minute of the run.
 """
@@ -118,6 +123,8 @@ def bench_decode(args) -> dict:
                "bytes_per_step": need, "roofline_steps_per_s": None if roof is None else round(roof, 1),
                "roofline_share": None if roof is None else round(steps_s / roof, 3)}
         row.update(agreement(sc, prompts, responses, args.check_rows))
+        if args.trace:
+            row["trace"] = trace_call(lambda: asyncio.run(run()), host.device, args.max_tokens, args.trace)
         rows_out.append(row)
         share = "" if roof is None else f"  roofline {roof:,.0f} steps/s -> {steps_s / roof:.1%}"
         print(f"[{row['decode_path']} {layer}] batch {batch:>3}: {steps_s:8.1f} steps/s  {tokens / seconds:9.1f} tok/s  "
@@ -127,6 +134,56 @@ def bench_decode(args) -> dict:
             "bandwidth_bytes_s": bandwidth, "compile": os.environ.get("COURSE_ENGINE_COMPILE"),
             "fuse": os.environ.get("COURSE_ENGINE_FUSE"), "adapter": args.adapter,
             "profile": config.profile(), "rows": rows_out}
+
+
+KINDS = (  # the first kind whose words occur in a kernel's name (lower case) names it
+    ("attention", ("attention", "fmha", "flash", "sdpa", "efficient")),
+    ("gemm", ("gemm", "cutlass", "matmul", "addmm", "aten::mm", "aten::bmm", "sm90_xmma", "nvjet")),
+    ("sampling", ("softmax", "sort", "topk", "multinomial", "exponential", "argmax", "cumsum", "gather")),
+    ("copies and cache writes", ("copy", "index", "cat", "scatter", "memcpy", "memset", "fill")),
+    ("elementwise and norms", ("elementwise", "vectorized", "reduce", "triton", "pow", "mean", "rsqrt", "mul",
+                               "add", "silu", "neg", "roll")),
+)
+
+
+def kind_of(name: str) -> str:
+    lower = name.lower()
+    return next((kind for kind, words in KINDS if any(word in lower for word in words)), "other")
+
+
+def trace_call(call, device: str, steps: int, top: int) -> dict:
+    """One call under torch.profiler: the device time of its kernels (self time of CPU ops on a CPU),
+    by kernel and by kind, and kernels per decode step (`steps` steps in the call)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=activities) as prof:
+        call()
+    cuda = device == "cuda"
+    rows = []
+    for event in prof.key_averages():
+        us = event.self_device_time_total if cuda else event.self_cpu_time_total
+        if us > 0 and (not cuda or getattr(event, "device_type", None) is not None and "CUDA" in str(event.device_type)):
+            rows.append({"name": event.key, "us": us, "count": event.count, "kind": kind_of(event.key)})
+    if not rows:  # the engine decodes on its own thread, where a CPU trace records nothing; on a GPU the
+        # kernels are recorded whatever thread launched them, unless graph replays are not traced
+        print("trace: nothing recorded (" + ("graph replays not traced by this profiler build" if cuda else
+              "the engine samples on its own thread, which a CPU trace does not see: trace on a GPU") + ")", flush=True)
+        return {}
+    rows.sort(key=lambda r: -r["us"])
+    total = sum(r["us"] for r in rows) or 1.0
+    kinds: dict[str, float] = {}
+    for r in rows:
+        kinds[r["kind"]] = kinds.get(r["kind"], 0.0) + r["us"]
+    kernels = sum(r["count"] for r in rows)
+    print(f"trace: {total / 1e3:.1f} ms of {'device' if cuda else 'CPU'} time, {kernels / max(steps, 1):.0f} "
+          f"{'kernels' if cuda else 'ops'} a decode step; by kind: "
+          + ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])), flush=True)
+    for r in rows[:top]:
+        print(f"  {r['us'] / total:6.1%}  {r['count']:7d}x  {r['kind']:24s} {r['name'][:110]}", flush=True)
+    return {"total_ms": round(total / 1e3, 2), "per_step": round(kernels / max(steps, 1), 1),
+            "by_kind": {k: round(v / total, 4) for k, v in kinds.items()},
+            "top": [{**r, "us": round(r["us"], 1)} for r in rows[:top]]}
 
 
 def agreement(sc, prompts, responses, rows: int) -> dict:
@@ -193,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     dec.add_argument("--repeats", type=int, default=3)
     dec.add_argument("--check-rows", type=int, default=8, help="rows whose logprobs are checked against the forward")
     dec.add_argument("--bandwidth", type=float, default=None, help="TB/s (default: measured here)")
+    dec.add_argument("--trace", type=int, default=0, metavar="N",
+                     help="profile one more call per batch size and print its N costliest kernels")
     dec.add_argument("--out", default=None)
     rep = sub.add_parser("report")
     rep.add_argument("runs", nargs="+")
