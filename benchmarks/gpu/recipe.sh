@@ -7,6 +7,7 @@
 #      (ALT_PRESET's ALT_STAGE, default h200_agent_answers' exact-match `answers`), the evaluation of
 #      `habit`, and the model-written multi-hop questions (helpers.multihop write);
 #   3. both evaluations side by side, the reports, the throughput report, every stage's adapter.
+#   4. with DECODE_TRACE=1, the decode benchmark with INIT's adapter under the profiler (bench_grpo_gpu --trace).
 # Everything lands in $RESULTS as it is made, so a window cut short still returns what it measured.
 #   setsid nohup bash benchmarks/gpu/recipe.sh >/root/window.out 2>&1 < /dev/null &
 #   PRESET=cpu-dry-agent ALT_PRESET=cpu-dry-agent ALT_STAGE=trim MODEL=smollm2-135m HABIT_MIN=0.3 NEXT_MIN=0.3 \
@@ -92,4 +93,9 @@ log "multihop write: $(tail -c 400 "$R/multihop_write.log" | tr '\r' '\n' | grep
 experiment report_agent "${AGENT[@]}" --stage report
 PRESET=$ALT_PRESET experiment report_alt "${ALT[@]}" --stage report
 [ -n "$ALT2_STAGE" ] && PRESET=$ALT2_PRESET experiment report_alt2 "${ALT2[@]}" --stage report
+if [ "${DECODE_TRACE:-0}" = 1 ]; then  # the GPU is free now: where a decode step's time goes, with an adapter
+  "$PY" benchmarks/bench_grpo_gpu.py decode --model "$MODEL" --adapter "$INIT" --batch-sizes 1,64 --trace 25 \
+    --out "$R/decode_trace.json" >"$R/decode_trace.log" 2>&1; log "decode trace: status $?"
+  grep -E "steps/s|^trace" "$R/decode_trace.log" | tee -a "$R/window.log"
+fi
 log "all done"
