@@ -43,7 +43,10 @@ from helpers.widgets.course import recall, rollout_config
 
 values = budgets()
 evaluated = policy_to_evaluate(recall("learning_09"), recall("training_09"))
-print("evaluating:", evaluated.label, "|", evaluated.start_label)
+if config.is_gpu():  # the real recipe's run, on the whole test split with the recorded run's budgets
+    print("evaluating: the gpu recipe's SFT + GRPO policy | its start: the recipe's SFT policy")
+else:
+    print("evaluating:", evaluated.label, "|", evaluated.start_label)
 # the profile's budgets, greedy: one deterministic answer per question, the same for every model
 common = dict(split="test", limit=values["eval_questions"], rollout=rollout_config(values, temperature=0.0, group_size=1))
 common
