@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # One GPU window for the search agent's recipe (helpers.presets AGENT_STAGES), run detached on the
 # GPU machine from the repository root (README.md here):
+#   0. with SFT=1, the preset's SFT stage first (its teacher changed by SETS' sft.* fields, e.g.
+#      --set sft.rewrite_first_query=no_loss), its evaluation beside `habit`, and `habit` from it;
 #   1. stage `habit` alone from the SFT adapter (also the one-process throughput figure); HABIT_MIN=0
 #      skips it and starts step 2 from INIT (e.g. INIT=results/h200_agent/adapter to train `trim` on);
 #   2. from its checkpoint, side by side: stage `trim` (the recipe's path), the measured alternative
 #      (ALT_PRESET's ALT_STAGE, default h200_agent_answers' exact-match `answers`), the evaluation of
 #      `habit`, and the model-written multi-hop questions (helpers.multihop write);
 #   3. both evaluations side by side, the reports, the throughput report, every stage's adapter.
-#   4. with DECODE_TRACE=1, the decode benchmark with INIT's adapter under the profiler (bench_grpo_gpu --trace).
+#   4. with DECODE_TRACE=1, the decode benchmark with INIT's adapter under the profiler (bench_grpo_gpu --trace;
+#      on a GPU: on a CPU it records nothing and batch 64 takes minutes).
 # Everything lands in $RESULTS as it is made, so a window cut short still returns what it measured.
 #   setsid nohup bash benchmarks/gpu/recipe.sh >/root/window.out 2>&1 < /dev/null &
 #   PRESET=cpu-dry-agent ALT_PRESET=cpu-dry-agent ALT_STAGE=trim MODEL=smollm2-135m HABIT_MIN=0.3 NEXT_MIN=0.3 \
@@ -16,6 +19,7 @@ set -u
 PRESET=${PRESET:-h200_agent}
 INIT=${INIT:-results/h200_search/sft_adapter}
 HABIT_MIN=${HABIT_MIN:-6}
+SFT=${SFT:-0}
 NEXT_MIN=${NEXT_MIN:-6}
 ALT_PRESET=${ALT_PRESET:-h200_agent_answers}
 ALT_STAGE=${ALT_STAGE:-answers}
@@ -56,10 +60,26 @@ if [ "${PREFERENCE:-0}" = 1 ]; then  # Perplexity's preference model, for a gate
   log "preference model exited $?: $(tr '\r' '\n' < "$R/preference.log" | grep -i -m1 'held-out accuracy')"
 fi
 
+START=(--init-from "$INIT")
+if [ "$SFT" = 1 ]; then  # a new warm start: habit starts from this run's SFT, not from INIT
+  [ "$HABIT_MIN" = 0 ] && { log "SFT=1 needs HABIT_MIN > 0"; exit 2; }
+  experiment sft "${AGENT[@]}" --stage sft
+  [ -f "$WORK/agent/sft/result.json" ] || { log "no SFT result: see $R/sft.log"; exit 1; }
+  SETS="${SETS:-}" "$PY" -c "
+import os
+from pathlib import Path
+from helpers.experiment import make_plan, _sft_result, export_adapter
+overrides = tuple(os.environ['SETS'].split()[1::2])  # the values of SETS' --set pairs
+plan = make_plan('$PRESET', '$R/agent', '$WORK/agent', overrides)
+print(export_adapter(_sft_result(plan)['sampler_path'], Path('$R/sft/adapter')))" >>"$R/export.log" 2>&1
+  log "export sft: status $?"
+  experiment eval_sft "${AGENT[@]}" --stage eval --only sft &
+  START=()
+fi
 if [ "$HABIT_MIN" = 0 ]; then  # continue from INIT (e.g. the recorded agent): stage 2 and the alternative only
   HABIT=$INIT
 else
-  experiment habit "${AGENT[@]}" --stage grpo --grpo-stage habit --init-from "$INIT" --max-minutes "$HABIT_MIN"
+  experiment habit "${AGENT[@]}" --stage grpo --grpo-stage habit "${START[@]}" --max-minutes "$HABIT_MIN"
   "$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_habit" --out "$R/throughput_alone.json" 2>&1 | tee -a "$R/window.log"
   export_stage agent habit
   HABIT=$("$PY" -c "import json; print(json.load(open('$WORK/agent/grpo_habit/summary.json'))['checkpoint'])")
