@@ -34,5 +34,6 @@ GRPO_RUN="$COURSE_RUNS/gpu-recipe/work/grpo"
 if [ -d "$GRPO_RUN" ]; then
   "$PY" benchmarks/bench_grpo_gpu.py report "$GRPO_RUN" --out "$R/throughput_recipe.json" 2>&1 | tee -a "$R/window.log"
   cp -r "$COURSE_RUNS/gpu-recipe/results" "$R/gpu_recipe" 2>/dev/null
+  cp "$GRPO_RUN/metrics.jsonl" "$R/gpu_recipe_grpo_metrics.jsonl"  # every step's figures (the KL per step)
 fi
 log "all done"
