@@ -14,9 +14,9 @@ once (the tied embedding counted once, as the output projection) plus each row's
 length, over the device's copy bandwidth measured here (bytes read + written by a large copy).
 
 `--trace N` adds one more call per batch size under torch's profiler and prints where a decode step's
-device time goes (on a GPU: the engine decodes on its own thread, which a CPU trace does not see): the
-N kernels with the most self time, totals by kind (GEMM,
-attention, elementwise and norms, copies and cache writes, sampling), and kernels per decode step.
+device time goes: the N kernels with the most self time, totals by kind (GEMM, attention, elementwise
+and norms, copies and cache writes, sampling) and kernels per decode step. GPU only: the engine
+decodes on its own thread, which a CPU trace does not see.
 
 `report`: from each run's `metrics.jsonl` the first step, the median later step and its parts,
 updates per minute and informative groups (groups whose rewards differ) per minute of the run.
@@ -163,7 +163,7 @@ def trace_call(call, device: str, steps: int, top: int) -> dict:
     rows = []
     for event in prof.key_averages():
         us = event.self_device_time_total if cuda else event.self_cpu_time_total
-        if us > 0 and (not cuda or getattr(event, "device_type", None) is not None and "CUDA" in str(event.device_type)):
+        if us > 0 and (not cuda or "CUDA" in str(getattr(event, "device_type", ""))):
             rows.append({"name": event.key, "us": us, "count": event.count, "kind": kind_of(event.key)})
     if not rows:  # the engine decodes on its own thread, where a CPU trace records nothing; on a GPU the
         # kernels are recorded whatever thread launched them, unless graph replays are not traced

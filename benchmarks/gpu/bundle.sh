@@ -51,7 +51,10 @@ done
 mv .device/extra "$(printf ".device/c%02d" "$i")"; i=$((i + 1))
 if [ "${COURSE:-0}" = 1 ]; then
   dir=$(printf ".device/c%02d" "$i")
-  for adapter in h200_search/adapter h200_search/sft_adapter h200_agent/adapter; do
+  # the recorded policies the notebooks offer by name (helpers.course.policies)
+  adapters=$("$PY" -c "from helpers.course.policies import RECORDED_POLICIES as P
+print(' '.join(sorted({f'{p.run}/{p.adapter}' for p in P.values() if p})))")
+  for adapter in $adapters; do
     mkdir -p "$dir/adapters/$(dirname "$adapter")"; cp -r "results/$adapter" "$dir/adapters/$adapter"
   done
 fi

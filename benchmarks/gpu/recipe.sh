@@ -43,12 +43,13 @@ experiment() {  # experiment NAME ARGS... : one helpers.experiment command, its 
   "$PY" -m helpers.experiment --preset "$PRESET" "$@" >"$R/$name.log" 2>&1
   log "$name exited $?"
 }
-export_stage() {  # export_stage RUN STAGE : that stage's policy as a bf16 adapter in $R/STAGE/adapter
+export_stage() {  # export_stage RUN STAGE : that stage's policy (or the SFT's) as a bf16 adapter in $R/STAGE/adapter
   "$PY" -c "
 from pathlib import Path
-from helpers.experiment import make_plan, _policy_of, export_adapter
+from helpers.experiment import make_plan, _policy_of, _sft_result, export_adapter
 plan = make_plan('$PRESET', '$R/$1', '$WORK/$1')
-print(export_adapter(_policy_of(plan.stages['$2']), Path('$R/$2/adapter')))" >>"$R/export.log" 2>&1
+policy = _sft_result(plan)['sampler_path'] if '$2' == 'sft' else _policy_of(plan.stages['$2'])
+print(export_adapter(policy, Path('$R/$2/adapter')))" >>"$R/export.log" 2>&1
   log "export $2: status $?"
 }
 AGENT=(--out "$R/agent" --work "$WORK/agent" "${SET_ARGS[@]}")
@@ -65,14 +66,7 @@ if [ "$SFT" = 1 ]; then  # a new warm start: habit starts from this run's SFT, n
   [ "$HABIT_MIN" = 0 ] && { log "SFT=1 needs HABIT_MIN > 0"; exit 2; }
   experiment sft "${AGENT[@]}" --stage sft
   [ -f "$WORK/agent/sft/result.json" ] || { log "no SFT result: see $R/sft.log"; exit 1; }
-  SETS="${SETS:-}" "$PY" -c "
-import os
-from pathlib import Path
-from helpers.experiment import make_plan, _sft_result, export_adapter
-overrides = tuple(os.environ['SETS'].split()[1::2])  # the values of SETS' --set pairs
-plan = make_plan('$PRESET', '$R/agent', '$WORK/agent', overrides)
-print(export_adapter(_sft_result(plan)['sampler_path'], Path('$R/sft/adapter')))" >>"$R/export.log" 2>&1
-  log "export sft: status $?"
+  export_stage agent sft
   experiment eval_sft "${AGENT[@]}" --stage eval --only sft &
   START=()
 fi

@@ -21,7 +21,7 @@ ops (45 ops a layer instead of 82 with LoRA everywhere; `benchmarks/decode_ops.p
 into a copy of its base weight (29 ops a layer; not exact, so off by default) and `inductor` compiles
 the layer's two pure halves around the cache write (its kernels fuse the elementwise chains; compiled
 once per row bucket). `fuse_setting` reads the setting; `benchmarks/decode_variants.py` (CPU: tokens,
-sampler-trainer KL) and `benchmarks/decode_graph_variants.py` (GPU: replayed steps/s) compare them.
+sampler-trainer KL) and `benchmarks/bench_grpo_gpu.py decode` (any device: steps/s, KL) compare them.
 
 Adapters: a sampler slot's tensors are updated in place when a new snapshot is loaded, so a graph
 captured for a slot stays valid; a graph remembers the addresses of the weights it read and is
