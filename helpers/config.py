@@ -74,10 +74,31 @@ def device() -> str:
     import torch
 
     if torch.cuda.is_available():
+        fraction = cuda_memory_fraction()
+        if fraction is not None:
+            torch.cuda.set_per_process_memory_fraction(fraction)
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         return "mps"
     return "cpu"
+
+
+def cuda_memory_fraction() -> float | None:
+    """COURSE_CUDA_MEMORY_FRACTION (0 < f <= 1): the share of the GPU's memory this process may hold.
+
+    Several training processes sharing one GPU each keep freed blocks cached for themselves, so one
+    of them can starve the others into out-of-memory; with a cap, a process that reaches it releases
+    its own cache and retries first. Unset: no cap."""
+    value = os.environ.get("COURSE_CUDA_MEMORY_FRACTION", "").strip()
+    if not value:
+        return None
+    try:
+        fraction = float(value)
+    except ValueError:
+        fraction = float("nan")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"COURSE_CUDA_MEMORY_FRACTION must be a number in (0, 1], e.g. 0.3, got {value!r}")
+    return fraction
 
 
 DTYPES = ("bfloat16", "float32")

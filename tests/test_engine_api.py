@@ -172,3 +172,30 @@ def test_course_dtype_sets_the_dtype_of_sampler_and_trainer(monkeypatch):
         config.dtype()
     monkeypatch.delenv("COURSE_DTYPE")
     assert config.dtype() is (torch.bfloat16 if config.device() == "cuda" else torch.float32)
+
+
+def test_cuda_memory_fraction_caps_a_process_or_says_what_it_takes(monkeypatch):
+    from unittest import mock
+
+    import torch
+
+    from helpers import config
+
+    monkeypatch.delenv("COURSE_CUDA_MEMORY_FRACTION", raising=False)
+    assert config.cuda_memory_fraction() is None
+    monkeypatch.setenv("COURSE_CUDA_MEMORY_FRACTION", "0.3")
+    assert config.cuda_memory_fraction() == 0.3
+    for bad in ("0", "1.5", "half", "nan"):
+        monkeypatch.setenv("COURSE_CUDA_MEMORY_FRACTION", bad)
+        with pytest.raises(ValueError, match="COURSE_CUDA_MEMORY_FRACTION must be a number in"):
+            config.cuda_memory_fraction()
+    # on a GPU machine the cap is applied when the device is first chosen
+    monkeypatch.setenv("COURSE_CUDA_MEMORY_FRACTION", "0.25")
+    config.device.cache_clear()
+    try:
+        with mock.patch.object(torch.cuda, "is_available", return_value=True), \
+             mock.patch.object(torch.cuda, "set_per_process_memory_fraction") as cap:
+            assert config.device() == "cuda"
+        cap.assert_called_once_with(0.25)
+    finally:
+        config.device.cache_clear()

@@ -38,20 +38,6 @@ source "$(dirname "$0")/common.sh"
 log "start recipe preset=$PRESET habit=${HABIT_MIN}min next=${NEXT_MIN}min init=$INIT"
 setup_window
 
-experiment() {  # experiment NAME ARGS... : one helpers.experiment command, its log and exit status
-  local name=$1; shift
-  "$PY" -m helpers.experiment --preset "$PRESET" "$@" >"$R/$name.log" 2>&1
-  log "$name exited $?"
-}
-export_stage() {  # export_stage RUN STAGE : that stage's policy (or the SFT's) as a bf16 adapter in $R/STAGE/adapter
-  "$PY" -c "
-from pathlib import Path
-from helpers.experiment import make_plan, _policy_of, _sft_result, export_adapter
-plan = make_plan('$PRESET', '$R/$1', '$WORK/$1')
-policy = _sft_result(plan)['sampler_path'] if '$2' == 'sft' else _policy_of(plan.stages['$2'])
-print(export_adapter(policy, Path('$R/$2/adapter')))" >>"$R/export.log" 2>&1
-  log "export $2: status $?"
-}
 AGENT=(--out "$R/agent" --work "$WORK/agent" "${SET_ARGS[@]}")
 ALT=(--out "$R/alt" --work "$WORK/alt" "${ALT_SET_ARGS[@]}")
 ALT2=(--out "$R/alt2" --work "$WORK/alt2" "${ALT2_SET_ARGS[@]}")
