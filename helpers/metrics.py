@@ -105,11 +105,17 @@ def sampler_trainer_kl(datums: Sequence[pytrio.Datum], outputs: Sequence) -> dic
     if old.size == 0:
         return {}
     diff = new - old
+    finite = np.isfinite(diff)
     return {
         "kl_sampler_trainer_k1": float(np.mean(-diff)),
         "kl_sampler_trainer_k3": float(np.mean(np.expm1(diff) - diff)),
         "trainer_logprob_mean": float(np.mean(new)),
         "sampler_logprob_mean": float(np.mean(old)),
+        # the extremes of log(ratio) = new - old: exp() of the loss overflows past ~88, and a token the
+        # sampler drew at a probability the trainer calls ~0 (or the reverse) shows up here first
+        "logprob_non_finite": float(np.count_nonzero(~finite)),
+        **({"log_ratio_max": float(np.max(diff[finite])), "log_ratio_min": float(np.min(diff[finite]))}
+           if finite.any() else {}),
     }
 
 

@@ -149,9 +149,13 @@ def optimise(
                 trainer["grad_norm"] = float(value)
             if key == "skipped_non_finite":
                 trainer["optim_skipped"] = float(value)
-                if value:
-                    print("warning: non-finite gradient, optimiser step skipped (weights unchanged)", flush=True)
     trained = sum(int(np.count_nonzero(d.loss_fn_inputs["advantages"].to_numpy())) for d in sent)
+    kl = sampler_trainer_kl(sent, outputs)
+    if trainer.get("optim_skipped"):
+        print("warning: non-finite gradient, optimiser step skipped (weights unchanged); trainer loss "
+              f"{trainer.get('trainer/loss_sum', float('nan')):.4g}, log-ratio range "
+              f"[{kl.get('log_ratio_min', float('nan')):.3g}, {kl.get('log_ratio_max', float('nan')):.3g}], "
+              f"non-finite logprobs {kl.get('logprob_non_finite', 0):.0f}", flush=True)
     real = sum(item.length for item in datums)
     padded = sum(padded_tokens(batch) for batch in micro_batches)
     return {
@@ -161,7 +165,7 @@ def optimise(
         "input_tokens": real,
         "padded_tokens": padded,
         "padding_share": (padded - real) / padded if padded else 0.0,
-        **sampler_trainer_kl(sent, outputs),
+        **kl,
         **trainer,
     }
 

@@ -156,4 +156,35 @@ def test_a_skipped_optimiser_step_is_reported(capsys):
             result=lambda: SimpleNamespace(metrics=m))
         metrics = optimise(trainer, datums, len(trajectories), pytrio.AdamParams(learning_rate=1e-4))
         assert metrics["optim_skipped"] == skipped
-        assert ("optimiser step skipped" in capsys.readouterr().out) == bool(skipped)
+        out = capsys.readouterr().out
+        assert ("optimiser step skipped" in out) == bool(skipped)
+        # what the next look needs: the importance ratio's range over the step's sampled tokens
+        assert ("log-ratio range [0, 0]" in out) == bool(skipped)  # the fake trainer echoes the sampler
+
+
+def test_sampler_trainer_kl_reports_the_log_ratio_extremes_and_non_finite_logprobs():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from helpers.metrics import sampler_trainer_kl
+
+    class Array:
+        def __init__(self, values):
+            self.values = np.asarray(values, dtype=np.float32)
+
+        def to_numpy(self):
+            return self.values
+
+    def datum(old, advantages):
+        return SimpleNamespace(loss_fn_inputs={"logprobs": Array(old), "advantages": Array(advantages)})
+
+    # prompt token (advantage 0) ignored; sampled tokens' new - old: +0.5, -2.0, and one the trainer
+    # scores as -inf (what overflows exp() in the loss)
+    datums = [datum([0.0, -1.0, -0.5], [0.0, 1.0, 1.0]), datum([-3.0, -0.1], [-1.0, -1.0])]
+    outputs = [({"loss_fn_outputs": [{"logprobs": np.array([-9.0, -0.5, -2.5])},
+                                     {"logprobs": np.array([-np.inf, -0.1])}]}, 2)]
+    kl = sampler_trainer_kl(datums, outputs)
+    assert kl["log_ratio_max"] == pytest.approx(0.5)
+    assert kl["log_ratio_min"] == pytest.approx(-2.0)
+    assert kl["logprob_non_finite"] == 1
