@@ -141,24 +141,9 @@ def pass_at_k_filter(prompts: Sequence[RubricPrompt], sample: Callable[[RubricPr
     return report
 
 
-RUBRIC_SHARE = 0.1  # the post's mix: 90 % verifiable questions, 10 % rubric prompts
-
-
-def mix_prompts(verifiable: Sequence[Any], rubric: Sequence[Any], size: int, *,
-                rubric_share: float = RUBRIC_SHARE, seed: int = 0) -> list[Any]:
-    """A batch of `size` prompts, round(size * rubric_share) of them rubric prompts, the rest verifiable,
-    drawn without replacement (seeded) and shuffled together."""
-    if not 0.0 <= rubric_share <= 1.0:
-        raise ValueError(f"rubric_share must lie in [0, 1], got {rubric_share}")
-    n_rubric = round(size * rubric_share)
-    n_verifiable = size - n_rubric
-    if n_rubric > len(rubric) or n_verifiable > len(verifiable):
-        raise ValueError(f"a batch of {size} at {rubric_share:.0%} rubric needs {n_verifiable} verifiable and "
-                         f"{n_rubric} rubric prompts; got {len(verifiable)} and {len(rubric)}")
-    rng = random.Random(seed)
-    batch = rng.sample(list(verifiable), n_verifiable) + rng.sample(list(rubric), n_rubric)
-    rng.shuffle(batch)
-    return batch
+# the post's mix: 90 % verifiable questions, 10 % rubric prompts (TrainConfig.rubric_share; a step's batch
+# mixes them as helpers.multihop.mix.step_batch does the synthetic share)
+RUBRIC_SHARE = 0.1
 
 
 RUBRIC_SET_SIZE = 36

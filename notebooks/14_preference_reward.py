@@ -359,7 +359,8 @@ display(evaluation.round(3), training.round(2))
 # with instructions; each instruction is a rubric a rule checks.
 
 # %%
-from helpers.rubrics import RUBRIC_SHARE, mix_prompts, pass_at_k_filter, rubric_set
+from helpers.multihop.mix import batch_with_share
+from helpers.rubrics import RUBRIC_SHARE, pass_at_k_filter, rubric_set
 
 prompts = rubric_set()
 example = prompts[0]
@@ -407,7 +408,8 @@ pd.Series(filtered.counts()).to_frame("prompts").T
 # mix: 90 % verifiable questions, 10 % rubric prompts.
 
 # %%
-batch = mix_prompts(load_examples("train", limit=100), filtered.kept, 20, rubric_share=RUBRIC_SHARE, seed=0)
+# step 0 of a run with rubric_share = RUBRIC_SHARE: the same mixing as the synthetic share
+batch = batch_with_share(load_examples("train", limit=100), filtered.kept, step=0, size=20, seed=0, share=RUBRIC_SHARE)
 print(f"a batch of {len(batch)}: {sum(hasattr(p, 'rubrics') for p in batch)} rubric prompts, "
       f"{sum(not hasattr(p, 'rubrics') for p in batch)} verifiable questions")
 

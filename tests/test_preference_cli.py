@@ -73,6 +73,28 @@ def test_the_gated_reward_takes_its_preference_and_reference_by_name_from_a_conf
     assert loaded == [("some/folder", reward.reference)]  # s against the same frozen policy's replies
 
 
+def test_a_resumed_run_keeps_the_policy_it_started_from_as_the_reference():
+    """reference="initial" is the run's starting policy: on a resumed run the adapter it started from
+    (init_from) or the base model, never the trainer's current (resumed) weights."""
+    opened = []
+    trainer = SimpleNamespace(save_weights_and_get_sampling_client=lambda: "current weights")
+    service = SimpleNamespace(
+        create_training_client_from_state=lambda path: opened.append(path) or SimpleNamespace(
+            save_weights_and_get_sampling_client=lambda: f"weights of {path}"),
+        create_sampling_client=lambda base_model: f"base {base_model}")
+
+    def session(start_step, init_from):
+        config = TrainConfig(reward="gated", init_from=init_from)
+        return SimpleNamespace(start_step=start_step, training_client=trainer, service=service, tokenizer="tok",
+                               search_client="search", config=config)
+
+    assert ReferenceLengths.of_session(session(0, "sft/state")).sampling_client == "current weights"
+    assert ReferenceLengths.of_session(session(7, "sft/state")).sampling_client == "weights of sft/state"
+    assert opened == ["sft/state"]
+    resumed_from_base = ReferenceLengths.of_session(session(7, None)).sampling_client
+    assert resumed_from_base == f"base {TrainConfig().resolved_model()}"
+
+
 def test_helpers_train_runs_the_gated_reward_with_s_from_the_saved_model_and_reference_lengths(saved, tmp_path,
                                                                                                monkeypatch):
     from helpers.train import main as train_main

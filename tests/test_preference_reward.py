@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from helpers.efficiency import EfficiencyConfig, GatedReward, ReferenceLengths, score_group
 from helpers.preference import PreferenceScore
 from helpers.reward_functions import make_reward
-from helpers.rubrics import (CITATION_MARK, RUBRIC_SHARE, make_rubric_prompts, mix_prompts, pass_at_k_filter)
+from helpers.multihop.mix import batch_with_share
+from helpers.rubrics import CITATION_MARK, RUBRIC_SHARE, make_rubric_prompts, pass_at_k_filter
 
 member = st.tuples(st.integers(0, 1), st.integers(0, 5), st.integers(1, 400), st.floats(0, 1), st.integers(1, 400))
 groups = st.lists(member, min_size=1, max_size=8)
@@ -130,15 +131,20 @@ def test_the_pass_at_4_filter_drops_prompts_no_sample_or_every_sample_passes():
         pass_at_k_filter(prompts, lambda p, k: [good], k=4)
 
 
-def test_the_mix_holds_its_share_and_is_reproducible():
+def test_the_rubric_mix_holds_its_share_and_is_reproducible():
     verifiable, rubric = [f"v{i}" for i in range(200)], [f"r{i}" for i in range(30)]
-    batch = mix_prompts(verifiable, rubric, 50, seed=2)
+
+    def mix(step, seed=2, share=RUBRIC_SHARE, size=50):
+        return batch_with_share(verifiable, rubric, step, size, seed, share)
+
     assert RUBRIC_SHARE == 0.1
+    batch = mix(0)
     assert sum(x.startswith("r") for x in batch) == 5 and len(set(batch)) == 50
-    assert batch == mix_prompts(verifiable, rubric, 50, seed=2) != mix_prompts(verifiable, rubric, 50, seed=3)
-    assert all(x.startswith("v") for x in mix_prompts(verifiable, rubric, 20, rubric_share=0.0))
-    with pytest.raises(ValueError, match="needs"):
-        mix_prompts(verifiable, rubric[:2], 50)
+    assert batch == mix(0) != mix(0, seed=3)  # a pure function of (step, seed): a resumed run replays it
+    assert not set(mix(0)) & set(mix(1))  # the next step draws fresh prompts of both kinds
+    assert all(x.startswith("v") for x in mix(0, share=0.0, size=20))
+    with pytest.raises(ValueError, match="within"):
+        mix(0, share=1.5)
 
 
 def test_rubric_prompts_in_a_training_batch_are_rewarded_by_their_rubrics(tmp_path):
