@@ -71,16 +71,35 @@ def open_session(config: Any, service=None, search_client=None, examples=None,
     if search_client is None:
         search_client = create_search_client(config.search_backend)
     if examples is None:
-        examples = load_examples(config.split, data_source=config.data_source, limit=config.limit,
-                                 skip=config.skip)
+        examples = training_examples(config)
     run.write_json("config.json", {"train": dataclasses.asdict(config), "model": model})
     session = TrainingSession(config, service, training_client, tokenizer, search_client, list(examples), run, start_step)
     session.optimised = bool(last and last.get("has_optimizer", True))
     if config.synthetic_share > 0:
-        session.synthetic = load_examples(SYNTHETIC_SPLIT)
+        session.synthetic = filtered(load_examples(SYNTHETIC_SPLIT), config)
     if config.rubric_share > 0:
         session.rubric = [as_example(p) for p in load_rubric_prompts(config.rubric_prompts)]
     return session
+
+
+def training_examples(config: Any) -> list:
+    """The run's questions: its split (data source, skip, limit), less what its question filter drops."""
+    examples = load_examples(config.split, data_source=config.data_source, limit=config.limit, skip=config.skip)
+    return filtered(examples, config)
+
+
+def filtered(examples: list, config: Any) -> list:
+    """`examples` through `config.question_filter` (helpers.question_filter), if the run has one."""
+    if not getattr(config, "question_filter", None):
+        return list(examples)
+    from helpers import question_filter
+
+    kept = question_filter.apply(examples, question_filter.load(config.question_filter))
+    if examples and not kept:
+        raise ValueError(f"the question filter {config.question_filter} leaves none of {len(examples)} questions: "
+                         "no judged group had signal (a policy that is always or never right; judge with "
+                         "the run's starting policy and its group size)")
+    return kept
 
 
 def save_checkpoint(session: TrainingSession, steps_done: int, keep: int = 2) -> str:

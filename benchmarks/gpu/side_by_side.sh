@@ -6,7 +6,9 @@
 #   2. side by side for SIDE_MIN minutes, each process capped at a share of the GPU's memory:
 #      stage `habit` of the agent's recipe from the new SFT, exact match (preset h200, the course's
 #      gpu recipe) from the new SFT, and the same from INIT (the SFT the course's gpu profile starts
-#      from, whose one-process throughput is recorded): three processes of GRPO at once;
+#      from, whose one-process throughput is recorded): three processes of GRPO at once. With FILTER=1
+#      a fourth: exact match from INIT on the questions the pass@k filter keeps (helpers.question_filter,
+#      judged with INIT while the SFT trains), for informative groups a minute with and without it;
 #   3. stage `trim` from `habit` for TRIM_MIN minutes, beside the evaluations of the SFT and the
 #      three runs; then trim's evaluation, the reports, the throughput reports, the adapters;
 #   4. with DECODE_TRACE=1, the decode benchmark under the profiler.
@@ -20,8 +22,9 @@ EXACT_PRESET=${EXACT_PRESET:-h200}
 INIT=${INIT:-results/h200_search/sft_adapter}
 SIDE_MIN=${SIDE_MIN:-8}
 TRIM_MIN=${TRIM_MIN:-5}
-# memory shares of the three side-by-side processes (habit, exact match from the new SFT, from INIT)
-CAPS=(${CAPS:-0.4 0.28 0.28})
+FILTER=${FILTER:-0}
+# memory shares of the side-by-side processes (habit, exact match from the new SFT, from INIT, filtered)
+if [ "$FILTER" = 1 ]; then CAPS=(${CAPS:-0.34 0.22 0.22 0.22}); else CAPS=(${CAPS:-0.4 0.28 0.28}); fi
 read -r -a SET_ARGS <<< "${SETS:-}"
 read -r -a EXACT_SET_ARGS <<< "${EXACT_SETS:-}"
 source "$(dirname "$0")/common.sh"
@@ -33,6 +36,11 @@ fi
 ps_log() { pgrep -af "helpers.experiment" >>"$R/processes.log" 2>/dev/null; }  # pid -> run, for gpu_memory.csv
 
 AGENT=(--out "$R/agent" --work "$WORK/agent" "${SET_ARGS[@]}")
+if [ "$FILTER" = 1 ]; then  # beside the SFT: which questions give INIT's groups signal
+  "$PY" -m helpers.question_filter --preset "$EXACT_PRESET" "${EXACT_SET_ARGS[@]}" --init-from "$INIT" \
+    --out "$R/question_filter.json" >"$R/question_filter.log" 2>&1 &
+  F=$!
+fi
 experiment sft "${AGENT[@]}" --stage sft
 [ -f "$WORK/agent/sft/result.json" ] || { log "no SFT result: see $R/sft.log"; exit 1; }
 export_stage agent sft
@@ -49,10 +57,18 @@ COURSE_CUDA_MEMORY_FRACTION=${CAPS[2]} PRESET=$EXACT_PRESET experiment exact_ini
   --out "$R/exact_init" --work "$WORK/exact_init" "${EXACT_SET_ARGS[@]}" --stage grpo --init-from "$INIT" \
   --max-minutes "$SIDE_MIN" &
 I=$!
+Q=
+if [ "$FILTER" = 1 ]; then
+  wait $F; log "question filter exited $?: $(tail -c 300 "$R/question_filter.log" | tr '\n' ' ')"
+  COURSE_CUDA_MEMORY_FRACTION=${CAPS[3]} PRESET=$EXACT_PRESET experiment exact_filtered \
+    --out "$R/exact_filtered" --work "$WORK/exact_filtered" "${EXACT_SET_ARGS[@]}" \
+    --set "grpo.question_filter=$R/question_filter.json" --stage grpo --init-from "$INIT" --max-minutes "$SIDE_MIN" &
+  Q=$!
+fi
 sleep 20; ps_log
-wait $H $N $I
+wait $H $N $I $Q
 "$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_habit" "$WORK/exact_new/grpo" "$WORK/exact_init/grpo" \
-  --out "$R/throughput_side_by_side.json" 2>&1 | tee -a "$R/window.log"
+  ${Q:+"$WORK/exact_filtered/grpo"} --out "$R/throughput_side_by_side.json" 2>&1 | tee -a "$R/window.log"
 export_stage agent habit
 export_grpo() {  # export_grpo RUN : a plain preset's GRPO policy as a bf16 adapter in $R/RUN/adapter
   "$PY" -c "
@@ -75,6 +91,8 @@ wait $E
 PRESET=$EXACT_PRESET experiment eval_exact_new --out "$R/exact_new" --work "$WORK/exact_new" --stage eval --only sft_grpo & E=$!
 PRESET=$EXACT_PRESET experiment eval_exact_init --out "$R/exact_init" --work "$WORK/exact_init" --stage eval --only sft_grpo
 wait $E
+[ -n "$Q" ] && PRESET=$EXACT_PRESET experiment eval_exact_filtered --out "$R/exact_filtered" \
+  --work "$WORK/exact_filtered" --stage eval --only sft_grpo
 wait $T
 "$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_trim" --out "$R/throughput_trim.json" 2>&1 | tee -a "$R/window.log"
 export_stage agent trim
