@@ -92,8 +92,7 @@ class TrainConfig:
     rubric_share: float = 0.0  # share of each batch that is rubric prompts (helpers.rubrics; the post: 0.1)
     rubric_prompts: str | None = None  # the prompts a pass@k filter kept (its JSON file); None: the rubric set
     limit: int | None = None  # use only the first N questions of the split (tiny runs)
-    # a pass@k filter's file (helpers.question_filter): the judged questions without signal are left out
-    question_filter: str | None = None
+    question_filter: str | None = None  # a pass@k filter's file (helpers.question_filter)
     skip: int = 0  # leave out the first N questions of the split (the ones SFT scripted)
     init_from: str | None = None  # an SFT checkpoint (save_state path) to start from
     out: str = "results/runs/grpo"

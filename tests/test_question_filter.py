@@ -8,6 +8,7 @@ import pytest
 
 import helpers.rollout
 from helpers import question_filter
+from helpers.question_filter.__main__ import main as filter_command
 from helpers.data import SearchExample, load_examples
 from helpers.rollout import AssistantTurn, RolloutGroups, Trajectory, groups_of
 from helpers.session import training_examples
@@ -79,7 +80,7 @@ def test_a_run_with_a_filter_trains_on_the_kept_questions_only(tmp_path):
 
 def test_the_command_judges_the_pool_with_the_small_model_and_a_run_reads_its_file(tmp_path, capsys):
     out = tmp_path / "filter.json"
-    summary = question_filter.main(["--preset", "cpu-dry", "--out", str(out), "--limit", "2", "--batch", "1"])
+    summary = filter_command(["--preset", "cpu-dry", "--out", str(out), "--limit", "2", "--batch", "1"])
     saved = json.loads(out.read_text())
     pool = training_examples(TrainConfig(skip=2))[:2]  # cpu-dry's GRPO pool: the split after SFT's 2
     assert sorted(saved["verdicts"]) == sorted(ex.id for ex in pool)
