@@ -34,12 +34,15 @@ experiment() {  # experiment NAME ARGS... : one helpers.experiment command ($PRE
   "$PY" -m helpers.experiment --preset "$PRESET" "$@" >"$R/$name.log" 2>&1
   log "$name exited $?"
 }
-export_stage() {  # export_stage RUN STAGE : that stage's policy (or the SFT's) as a bf16 adapter in $R/STAGE/adapter
+export_stage() {  # export_stage RUN STAGE [NAME] : a bf16 adapter in $R/NAME/adapter (NAME: STAGE) of that stage's
+  # policy, the SFT's (STAGE sft) or a plain preset's GRPO (STAGE grpo)
   "$PY" -c "
 from pathlib import Path
-from helpers.experiment import make_plan, _policy_of, _sft_result, export_adapter
+from helpers.experiment import make_plan, _policy_of, _sft_result, export_adapter, grpo_policy_path
 plan = make_plan('$PRESET', '$R/$1', '$WORK/$1')
-policy = _sft_result(plan)['sampler_path'] if '$2' == 'sft' else _policy_of(plan.stages['$2'])
-print(export_adapter(policy, Path('$R/$2/adapter')))" >>"$R/export.log" 2>&1
-  log "export $2: status $?"
+stage = '$2'
+policy = (_sft_result(plan)['sampler_path'] if stage == 'sft' else grpo_policy_path(plan) if stage == 'grpo'
+          else _policy_of(plan.stages[stage]))
+print(export_adapter(policy, Path('$R/${3:-$2}/adapter')))" >>"$R/export.log" 2>&1
+  log "export ${3:-$2}: status $?"
 }

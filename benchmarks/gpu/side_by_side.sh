@@ -70,15 +70,7 @@ wait $H $N $I $Q
 "$PY" benchmarks/bench_grpo_gpu.py report "$WORK/agent/grpo_habit" "$WORK/exact_new/grpo" "$WORK/exact_init/grpo" \
   ${Q:+"$WORK/exact_filtered/grpo"} --out "$R/throughput_side_by_side.json" 2>&1 | tee -a "$R/window.log"
 export_stage agent habit
-export_grpo() {  # export_grpo RUN : a plain preset's GRPO policy as a bf16 adapter in $R/RUN/adapter
-  "$PY" -c "
-from pathlib import Path
-from helpers.experiment import make_plan, grpo_policy_path, export_adapter
-plan = make_plan('$EXACT_PRESET', '$R/$1', '$WORK/$1')
-print(export_adapter(grpo_policy_path(plan), Path('$R/$1/adapter')))" >>"$R/export.log" 2>&1
-  log "export $1: status $?"
-}
-export_grpo exact_new
+PRESET=$EXACT_PRESET export_stage exact_new grpo exact_new
 HABIT=$("$PY" -c "import json; print(json.load(open('$WORK/agent/grpo_habit/summary.json'))['checkpoint'])")
 log "habit checkpoint $HABIT"
 

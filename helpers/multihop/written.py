@@ -148,8 +148,8 @@ def promising(chain: dict, corpus: Corpus, index, held_ids: set[str]) -> bool:
 def entity_facts(corpus: Corpus, title: str) -> list[tuple[str, str, str]]:
     """(passage id, relation, value) of every fact the corpus states about `title`.
 
-    The lead's facts first; then facts that another passage of the same article states and the
-    lead does not, when that passage opens with the subject as a lead does. Such a fact's chain ends
+    Facts of the article's opening passage first; then facts that another passage of the same
+    article states and the opening passage does not, when that passage names the subject first. Such a fact's chain ends
     at that passage, so the answer checks read the passage that states it. A relation two passages
     state with different values is no fact.
     """
