@@ -548,10 +548,22 @@ def plot_eval(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], path: st
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m helpers.analyse", description="Summarise or compare eval JSONL")
-    parser.add_argument("runs", nargs="+", help="eval JSONL files (two: also a side-by-side comparison)")
+    parser.add_argument("runs", nargs="+", help="eval JSONL files, each PATH or LABEL=PATH (two: also a "
+                                                    "side-by-side comparison)")
+    parser.add_argument("--search-learned", action="store_true",
+                        help="also the table of search against the question as query (needs the local index)")
     args = parser.parse_args(argv)
-    loaded = {Path(p).stem: read_jsonl(p) for p in args.runs}
+    paths = dict(run.split("=", 1) if "=" in run else (Path(run).stem, run) for run in args.runs)
+    missing = [path for path in paths.values() if not Path(path).is_file()]
+    if missing:
+        parser.error(f"no such eval JSONL: {', '.join(missing)}")
+    loaded = {label: read_jsonl(path) for label, path in paths.items()}
     print(format_table({label: summarise(rows) for label, rows in loaded.items()}))
+    if args.search_learned:
+        from helpers.search.local import LocalSearchClient  # the index loads only when asked for
+        client = LocalSearchClient()
+        print()
+        print(format_search_learned({label: search_learned_table(rows, client) for label, rows in loaded.items()}))
     if len(loaded) == 2:
         (la, ra), (lb, rb) = loaded.items()
         print()

@@ -193,3 +193,27 @@ def test_search_learned_sets_the_evidence_read_against_searching_the_question():
     assert len(fig.axes) == 6 and [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["hotpotqa", "nq"]
     with pytest.raises(ValueError, match="search backend"):
         search_learned_table(rows)
+
+
+def test_command_labels_runs_and_sets_search_against_the_question(tmp_path, monkeypatch, capsys):
+    import json
+    from pathlib import Path
+
+    from helpers.analyse import main
+    from helpers.search import local
+
+    corpus = Path(__file__).parent / "fixtures" / "search" / "corpus.jsonl"
+    index = local.LocalIndex.from_rows([json.loads(line) for line in corpus.read_text().splitlines() if line.strip()])
+    client = local.LocalSearchClient(index, topk=1)
+    monkeypatch.setattr(local, "LocalSearchClient", lambda: client)  # the fixture corpus, not the course's index
+    rows = [dict(r, question="what tower was built in paris from 1887 to 1889 near the river", answers=["Champ de Mars"],
+                 gold_passage_ids=["wfix00000002"], queries=["Paris"]) for r in A]
+    path = tmp_path / "sft_grpo.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    main([f"trim={path}", str(path), "--search-learned"])
+    out = capsys.readouterr().out
+    assert "| trim | all | 4 |" in out and "| sft_grpo | all | 4 |" in out  # LABEL=PATH, else the file's stem
+    assert "evidence recall" in out and out.count("| trim | ") == 3 + 3  # both tables, three groups each
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "missing.jsonl")])
+    assert "no such eval JSONL" in capsys.readouterr().err

@@ -167,6 +167,12 @@ def test_the_agent_recipe_runs_its_stages_in_order_each_from_the_previous(tmp_pa
 
     # the CPU dry run has the GPU recipe's stages; the three-stage variant checks the hand-over between them
     assert list(make_plan("cpu-dry-agent", "o").stages) == list(make_plan("h200_agent", "o").stages) == ["habit", "trim"]
+    # the three-stage recipe: a rewriting teacher, and a habit stage that pays for gold beyond plain RAG
+    staged, dry = make_plan("h200_staged", "o"), make_plan("cpu-dry-staged", "o")
+    assert list(staged.stages) == list(dry.stages) == ["habit", "answers", "trim"]
+    assert staged.sft.rewrite_first_query == "no_loss" and make_plan("h200_agent", "o").sft.rewrite_first_query == "gain"
+    assert staged.stages["habit"].reward_options == {"gain": 0.3, "beyond_rag": 0.3} == dry.stages["habit"].reward_options
+    assert make_plan("h200_agent", "o").stages["habit"].reward_options == {"gain": 0.3}
     plan = make_plan("h200_agent_answers", str(tmp_path / "r"), str(tmp_path / "w"),
                      overrides=["habit.learning_rate=3e-5"])
     assert list(plan.stages) == ["habit", "answers", "trim"]

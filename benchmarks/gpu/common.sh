@@ -46,3 +46,20 @@ policy = (_sft_result(plan)['sampler_path'] if stage == 'sft' else grpo_policy_p
 print(export_adapter(policy, Path('$R/${3:-$2}/adapter')))" >>"$R/export.log" 2>&1
   log "export ${3:-$2}: status $?"
 }
+grpo_run() {  # grpo_run NAME INIT MINUTES CAP [ARGS...] : GRPO ($PRESET) from the adapter INIT in its own
+  # folders, capped at CAP of the GPU's memory; then its policy exported to $R/NAME/adapter (the next
+  # stage's INIT, here or in a later window) and its metrics beside it ($R/NAME/grpo*/), as soon as it ends
+  local name=$1 init=$2 minutes=$3 cap=$4; shift 4
+  COURSE_CUDA_MEMORY_FRACTION=$cap experiment "$name" --out "$R/$name" --work "$WORK/$name" \
+    --stage grpo --init-from "$init" --max-minutes "$minutes" "$@"
+  export_stage "$name" grpo "$name"
+  local run
+  for run in "$WORK/$name"/grpo*; do
+    [ -f "$run/metrics.jsonl" ] || continue  # a stage of the recipe this run did not train
+    mkdir -p "$R/$name/$(basename "$run")"
+    cp "$run"/metrics.jsonl "$run"/summary.json "$run"/config.json "$R/$name/$(basename "$run")/" 2>/dev/null
+  done
+}
+eval_run() {  # eval_run NAME : the test evaluation of what grpo_run NAME trained ($PRESET, as it ran)
+  experiment "eval_$1" --out "$R/$1" --work "$WORK/$1" --stage eval --only sft_grpo
+}

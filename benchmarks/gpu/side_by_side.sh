@@ -71,6 +71,8 @@ wait $H $N $I $Q
   ${Q:+"$WORK/exact_filtered/grpo"} --out "$R/throughput_side_by_side.json" 2>&1 | tee -a "$R/window.log"
 export_stage agent habit
 PRESET=$EXACT_PRESET export_stage exact_new grpo exact_new
+PRESET=$EXACT_PRESET export_stage exact_init grpo exact_init
+[ -n "$Q" ] && PRESET=$EXACT_PRESET export_stage exact_filtered grpo exact_filtered
 HABIT=$("$PY" -c "import json; print(json.load(open('$WORK/agent/grpo_habit/summary.json'))['checkpoint'])")
 log "habit checkpoint $HABIT"
 
