@@ -213,9 +213,12 @@ def summarise_run(folder: Path) -> dict:
     parts = {key: round(statistics.median(r.get(key, 0.0) for r in later), 2)
              for key in ("time_step", "time_sampling", "time_search", "time_search_latency_sum", "time_training")}
     informative = sum(r.get("informative_groups", 0) for r in rows)
-    return {"run": str(folder), "steps": len(rows), "first_step_s": round(rows[0]["time_step"], 1),
+    # an update changed the weights: a step with no informative group, or whose gradient was not
+    # finite, is a step but not an update
+    updates = sum(1 for r in rows if r.get("informative_groups", 1) and not r.get("optim_skipped"))
+    return {"run": str(folder), "steps": len(rows), "updates": updates, "first_step_s": round(rows[0]["time_step"], 1),
             "median_step": parts, "minutes": round(minutes, 2),
-            "updates_per_min": round(len(rows) / minutes, 2) if minutes else None,
+            "updates_per_min": round(updates / minutes, 2) if minutes else None,
             "informative_groups": informative,
             "informative_groups_per_min": round(informative / minutes, 1) if minutes else None,
             "kl_k3_max": max((r.get("kl_sampler_trainer_k3") or 0.0) for r in rows),
@@ -234,7 +237,7 @@ def report(args) -> list[dict]:
             print(f"{folder}: no steps", flush=True)
             continue
         m = summary["median_step"]
-        print(f"{folder}: {summary['steps']} updates in {summary['minutes']:.1f} min "
+        print(f"{folder}: {summary['updates']} updates ({summary['steps']} steps) in {summary['minutes']:.1f} min "
               f"({summary['updates_per_min']:.2f}/min), first step {summary['first_step_s']:.1f} s, median step "
               f"{m['time_step']:.1f} s (sampling {m['time_sampling']:.1f}, search {m['time_search']:.1f} of which "
               f"searches {m['time_search_latency_sum']:.1f}, training {m['time_training']:.1f}), informative groups "

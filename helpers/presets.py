@@ -106,7 +106,7 @@ PRESETS["cpu-dry-agent"] = {**PRESETS["cpu-dry"], "stages": AGENT_STAGES,
 # ("no_loss") and its `habit` also paying for gold recall above the question's own top 3 (s3's gain over
 # plain RAG, `beyond_rag`). Measured on one H200 (benchmarks/RESULTS.md, 2026-12-03): the no_loss SFT
 # rewrites 87 % of first queries but searches again on 6 % of HotpotQA (47 % for the `gain` teacher);
-# 12 updates of this `habit` brought it to 60 % of HotpotQA and 3 % of NQ, evidence recall 8 points above
+# 12 steps of this `habit` brought it to 60 % of HotpotQA and 3 % of NQ, evidence recall 8 points above
 # the question's top 3 on HotpotQA, 42 % of first queries rewritten with no loss of recall, at EM 0.337
 # (SFT 0.305): the habit and the queries, not yet the answers, which `answers` and `trim` are for.
 STAGED_STAGES: dict[str, dict[str, Any]] = {
