@@ -269,6 +269,23 @@ def test_a_non_finite_gradient_is_dropped_not_applied(service, prompt):
     assert any(not torch.equal(a, b) for a, b in zip(before, tc._run.params))
 
 
+def test_a_non_finite_gradient_names_the_micro_batch_and_the_tensors_it_hit(service, prompt, capsys):
+    tc = service.create_lora_training_client(MODEL, rank=4, seed=3, train_mlp=False)
+    name, param = next((n, p) for n, p in zip(tc._run.param_names, tc._run.params) if "lora_B" in n)
+    param.requires_grad_(True)  # as a backward pass sets it
+    hook = param.register_hook(lambda grad: torch.full_like(grad, float("inf")))  # a backward that overflows
+    tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+    out = tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result()
+    assert out.metrics["skipped_non_finite"] == 1.0
+    said = capsys.readouterr().err
+    assert "non-finite gradient, first after a micro-batch of 1 rows" in said
+    assert f"inf in 1 of {len(tc._run.params)} LoRA tensors (first {name})" in said and "trained log-probs" in said
+    hook.remove()
+    tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+    assert tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result().metrics["skipped_non_finite"] == 0.0
+    assert "non-finite" not in capsys.readouterr().err  # the record does not outlive its step
+
+
 def test_internal_micro_batches_do_not_change_the_gradient(service, prompt, monkeypatch):
     from helpers.engine import training as training_module
 

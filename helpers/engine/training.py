@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,7 @@ class LoraRun:
         self.params = [p for n, p in host.peft.named_parameters() if f".{self.name}." in n]
         self.param_names = [n for n, p in host.peft.named_parameters() if f".{self.name}." in n]
         self.optimizer = None
+        self.non_finite: str | None = None  # the first micro-batch since the last step whose backward was not finite
 
     # -- forward / backward --------------------------------------------------------------
     def activate(self, grad: bool) -> None:
@@ -174,6 +176,8 @@ class LoraRun:
                 per_datum = per_token.sum(dim=1)
                 if backward:
                     (per_datum.sum() / total).backward()
+                    if self.non_finite is None:
+                        self.non_finite = self._non_finite_after(tensors, per_datum.detach(), lp.detach())
         except torch.OutOfMemoryError as error:
             del tensors
             if before is not None:  # a backward cut short may have added part of this batch's gradient
@@ -185,6 +189,23 @@ class LoraRun:
         finally:
             model.eval()
         return per_datum.detach(), int(tensors["active"].sum()), lp.detach().float().cpu()
+
+    def _non_finite_after(self, tensors: dict, per_datum, lp) -> str | None:
+        """None while the accumulated gradient is finite; else what the micro-batch that made it not
+        finite looked like (its shape, losses and log-probs, the parameters hit): one fused norm and
+        one device sync per micro-batch, so a rare bad step can be traced to its rows."""
+        import torch
+
+        grads = [(name, p.grad) for name, p in zip(self.param_names, self.params) if p.grad is not None]
+        if not grads or bool(torch.isfinite(torch.stack(torch._foreach_norm([g for _, g in grads]))).all()):
+            return None
+        hit = [name for name, g in grads if not bool(torch.isfinite(g).all())]
+        kinds = "NaN" if any(bool(torch.isnan(g).any()) for _, g in grads) else "inf"
+        trained = lp[tensors["active"] > 0]
+        return (f"a micro-batch of {tensors['ids'].shape[0]} rows x {tensors['ids'].shape[1]} tokens "
+                f"({int(tensors['active'].sum())} trained): {kinds} in {len(hit)} of {len(grads)} LoRA tensors "
+                f"(first {', '.join(hit[:3])}); its losses {float(per_datum.min()):.4g}..{float(per_datum.max()):.4g}, "
+                f"trained log-probs from {float(trained.min()) if trained.numel() else float('nan'):.4g}")
 
     # -- optimizer -------------------------------------------------------------------------
     def optim_step(self, adam: AdamParams) -> OptimStepResponse:
@@ -204,6 +225,9 @@ class LoraRun:
         finite = math.isfinite(grad_norm)
         if finite:
             self.optimizer.step()
+        elif self.non_finite:
+            print(f"engine: non-finite gradient, first after {self.non_finite}", file=sys.stderr, flush=True)
+        self.non_finite = None
         # A NaN/inf gradient would write NaN into every LoRA weight (seen 2026-11-30: GRPO step 29,
         # every later rollout invalid). Drop it; the adapter and Adam's moments stay as they were.
         self.optimizer.zero_grad(set_to_none=True)
