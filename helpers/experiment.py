@@ -248,7 +248,11 @@ def grpo_evaluations(plan: Plan) -> list[str]:
     return ["sft_grpo", *earlier]
 
 
-def stage_eval(plan: Plan, max_minutes: float | None, only: Sequence[str] | None = None) -> dict[str, str]:
+def stage_eval(plan: Plan, max_minutes: float | None, only: Sequence[str] | None = None,
+               policy: str | None = None) -> dict[str, str]:
+    """Each evaluation of `evaluations(plan)` not yet written (`only`: these labels). `policy` (an exported
+    adapter or a checkpoint) is what `sft_grpo` evaluates in place of this run's GRPO result: a policy
+    trained elsewhere, e.g. in an earlier GPU window, judged with this preset's budgets."""
     started = time.perf_counter()
     evals = evaluations(plan)
     labels = [label for label, _, _ in evals]
@@ -270,7 +274,10 @@ def stage_eval(plan: Plan, max_minutes: float | None, only: Sequence[str] | None
         if source == "sft":
             model_path = _sft_result(plan)["sampler_path"]
         elif source is not None:
-            model_path = grpo_policy_path(plan) if source == "grpo" else _policy_of(plan.stages[source])
+            if source == "grpo":
+                model_path = policy or grpo_policy_path(plan)
+            else:
+                model_path = _policy_of(plan.stages[source])
             if model_path is None:
                 print(f"skipping {label}: no GRPO checkpoint yet", flush=True)
                 continue
@@ -460,6 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "to run (default: every stage not yet finished, in order)")
     parser.add_argument("--init-from", default=None, help="grpo stage: start from this checkpoint or exported "
                         "adapter instead of the SFT result (or the previous stage's)")
+    parser.add_argument("--policy", default=None, help="eval stage: the exported adapter or checkpoint that "
+                        "`sft_grpo` evaluates, in place of this run's GRPO result")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
     parser.add_argument("--tracker", default=None, choices=TRACKERS,
                         help="mirror SFT, GRPO and evaluation metrics to a tracker (= --set <stage>.tracker=...)")
@@ -505,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         left = remaining()
         if left is not None:
             limit = left - 0.5 if limit is None else min(limit, left - 0.5)
-        stage_eval(plan, limit, only=args.only.split(",") if args.only else None)
+        stage_eval(plan, limit, only=args.only.split(",") if args.only else None, policy=args.policy)
     if "report" in stages:
         print(f"report: {stage_report(plan)}", flush=True)
     return 0

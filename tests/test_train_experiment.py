@@ -64,6 +64,22 @@ def test_eval_stage_runs_only_the_named_evaluations(tmp_path, monkeypatch):
         experiment.stage_eval(plan, None, only=["sft_rl"])
 
 
+def test_the_eval_stage_judges_a_policy_trained_elsewhere(tmp_path, monkeypatch):
+    import helpers.experiment as experiment
+
+    plan = make_plan("cpu-dry", str(tmp_path / "results"), str(tmp_path / "work"))
+    ran = []
+    monkeypatch.setattr(experiment, "evaluate", lambda config: ran.append((config.label, config.model_path)) or [])
+    experiment.stage_eval(plan, None, only=["sft_grpo"])
+    assert ran == []  # no GRPO in this run and no policy given: skipped, not run on the base model
+    experiment.stage_eval(plan, None, only=["sft_grpo"], policy="elsewhere/adapter")
+    assert ran == [("sft_grpo", "elsewhere/adapter")]
+    monkeypatch.setattr(experiment, "check_setup", lambda plan, stages: None)
+    experiment.main(["--preset", "cpu-dry", "--out", str(tmp_path / "cli"), "--work", str(tmp_path / "w"),
+                     "--stage", "eval", "--only", "sft_grpo", "--policy", "cli/adapter"])
+    assert ran[-1] == ("sft_grpo", "cli/adapter")
+
+
 def test_a_staged_recipe_evaluates_each_stage_from_that_stages_own_policy(tmp_path, monkeypatch):
     import helpers.experiment as experiment
 
