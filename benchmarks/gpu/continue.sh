@@ -5,8 +5,8 @@
 #      one: a trim and an evaluation beside two others over-ran the GPU once):
 #      `trim` (the gated reward's group-anchored tool penalty, synthetic half), `answers` (exact match,
 #      synthetic half) and `more` (plain exact match, PRESET_EXACT) from INIT; beside them the test
-#      evaluation of JUDGE (an exported adapter) as `judged`;
-#   2. the test evaluations of the three, side by side;
+#      evaluation of JUDGE (an exported adapter; empty: none) as `judged`; RUNS names the runs to train;
+#   2. the test evaluations of the runs, side by side;
 #   3. one table of every policy (INIT's own evaluation rows, INIT_EVAL, first).
 # Every run lands in $R/<name>: its exported adapter, metrics, evaluation; "phase 1 exported" in the log
 # once the three adapters are there.
@@ -20,8 +20,10 @@ INIT=${INIT:-results/h200_replicas/exact_a/adapter}
 INIT_EVAL=${INIT_EVAL:-benchmarks/gpu/windows/2026-12-03-replicas/exact_a/eval.jsonl}
 JUDGE=${JUDGE:-results/h200_replicas/trim_b/adapter}
 P1_MIN=${P1_MIN:-11}
-# memory shares: the two stages on the multi-hop half hold the longest trajectories (37-39 GiB measured
-# under a 30 % cap), plain exact match 21-28 GiB, an evaluation about 20 GiB
+# memory shares (measured: an evaluation with no cap grew to 38 GiB and under 0.15 died at once; under
+# 0.26 / 0.26 / 0.20 the stages on the multi-hop half held 38 GiB each and plain exact match 30, and two
+# of the three ran out in the sampler's prefill after 9 minutes, before the sampler split such batches)
+RUNS=${RUNS:-trim answers more}
 CAP_STAGE=${CAP_STAGE:-0.26}
 CAP_EXACT=${CAP_EXACT:-0.2}
 CAP_EVAL=${CAP_EVAL:-0.15}
@@ -33,23 +35,30 @@ if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 5 >"$R/gpu_memory.csv" 2>&1 &
 fi
 
-grpo_run trim "$INIT" "$P1_MIN" "$CAP_STAGE" --grpo-stage trim & T=$!
-grpo_run answers "$INIT" "$P1_MIN" "$CAP_STAGE" --grpo-stage answers & A=$!
-PRESET=$PRESET_EXACT grpo_run more "$INIT" "$P1_MIN" "$CAP_EXACT" & M=$!
-PRESET=$PRESET_EXACT COURSE_CUDA_MEMORY_FRACTION=$CAP_EVAL experiment eval_judged --out "$R/judged" \
-  --work "$WORK/judged" --stage eval --only sft_grpo --policy "$JUDGE"
-wait $T $A $M
+pids=()
+for name in $RUNS; do
+  case $name in
+    trim|answers) grpo_run "$name" "$INIT" "$P1_MIN" "$CAP_STAGE" --grpo-stage "$name" & pids+=($!) ;;
+    more) PRESET=$PRESET_EXACT grpo_run more "$INIT" "$P1_MIN" "$CAP_EXACT" & pids+=($!) ;;
+    *) log "unknown run $name (trim, answers, more)" ;;
+  esac
+done
+if [ -n "$JUDGE" ]; then
+  PRESET=$PRESET_EXACT COURSE_CUDA_MEMORY_FRACTION=$CAP_EVAL experiment eval_judged --out "$R/judged" \
+    --work "$WORK/judged" --stage eval --only sft_grpo --policy "$JUDGE"
+fi
+wait "${pids[@]}"
 log "phase 1 exported"
-"$PY" benchmarks/bench_grpo_gpu.py report "$WORK"/trim/grpo_trim "$WORK"/answers/grpo_answers "$WORK"/more/grpo \
-  --out "$R/throughput.json" 2>&1 | tee -a "$R/window.log"
+"$PY" benchmarks/bench_grpo_gpu.py report "$WORK"/*/grpo* --out "$R/throughput.json" 2>&1 | tee -a "$R/window.log"
 
-eval_run trim & V=$!
-eval_run answers & W=$!
-PRESET=$PRESET_EXACT eval_run more
-wait $V $W
+pids=()
+for name in $RUNS; do
+  if [ "$name" = more ]; then PRESET=$PRESET_EXACT eval_run more & pids+=($!); else eval_run "$name" & pids+=($!); fi
+done
+wait "${pids[@]}"
 evals=()
 [ -f "$INIT_EVAL" ] && evals+=("init=$INIT_EVAL")
-for name in judged trim answers more; do
+for name in judged $RUNS; do
   [ -f "$R/$name/eval/sft_grpo.jsonl" ] && evals+=("$name=$R/$name/eval/sft_grpo.jsonl")
 done
 "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"

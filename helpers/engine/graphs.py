@@ -352,18 +352,24 @@ class GraphDecoder:
         found = self.graphs.get(key)
         if found is not None and found[1] == signature:
             return found[0].replay
+        current, side = torch.cuda.current_stream(), torch.cuda.Stream()
         try:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
+            side.wait_stream(current)
             with torch.cuda.stream(side):  # compile, autotune and allocate outside the capture
                 plain()
-            torch.cuda.current_stream().wait_stream(side)
+            current.wait_stream(side)
             if self.pool is None:
                 self.pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self.pool):
                 plain()
         except Exception as error:  # noqa: BLE001 - decoding goes on uncaptured, but say so
+            # Out of memory (several runs share one GPU under memory caps), say, the warm-up stops part
+            # way with its queued work still running on the side stream, writing this state's buffers,
+            # which the caller refills next: wait for it. A capture whose end fails leaves its own stream
+            # current: put the caller's back. Nothing is kept of the graph; the next batch captures again.
+            torch.cuda.set_stream(current)
+            current.wait_stream(side)
             warnings.warn(f"CUDA graph capture failed ({type(error).__name__}: {error}); decoding without graphs",
                           RuntimeWarning, stacklevel=2)
             return plain

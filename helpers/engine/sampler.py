@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 
 from pytrio.types import SampleResponse, SampleSequence
 
@@ -112,7 +113,63 @@ def use_static_cache(host) -> bool:
 
 
 def decode(host, rows: list[Row]) -> None:
-    """Fill `tokens`, `logprobs` and `stop_reason` of every row (in place)."""
+    """Fill `tokens`, `logprobs` and `stop_reason` of every row (in place).
+
+    Out of device memory, the rows are decoded again in two halves (recursively): several training
+    runs share one GPU, each capped to a share of its memory (COURSE_CUDA_MEMORY_FRACTION), and a batch
+    of long multi-turn prompts can outgrow its share in the prefill or the decode. Each half needs
+    about half the memory, and a row's draws do not depend on what else is in its batch (its uniforms
+    come from its own generator, put back before a retry), so the samples are those the whole batch
+    would have given, up to rounding. One row that still does not fit raises the device's own error.
+    Mirrors `LoraRun.forward` (helpers.engine.training) on the training side.
+    """
+    import torch
+
+    pending = [rows]
+    while pending:
+        batch = pending.pop(0)
+        draws = [row.rng.getstate() for row in batch]  # the attempt draws its uniforms from these
+        try:
+            _decode_batch(host, batch)
+            continue
+        except torch.OutOfMemoryError:
+            if len(batch) == 1:
+                raise
+        # Outside the `except`: the error's traceback held the frames of the attempt and, through
+        # them, its tensors (prefill cache, logits, decode buffers); they are released by now.
+        for row, state in zip(batch, draws):  # a retried row starts clean: no tokens, the same draws
+            row.tokens, row.logprobs, row.stop_reason = [], [], None
+            row.rng.setstate(state)
+        _release_device_memory(host)
+        print(f"engine: sampling {len(batch)} rows did not fit in device memory; retrying in two halves",
+              file=sys.stderr, flush=True)
+        half = len(batch) // 2
+        pending[:0] = [batch[:half], batch[half:]]
+
+
+def _release_device_memory(host) -> None:
+    """After a decode batch ran out of device memory: drop the decode buffers kept for reuse and hand
+    cached blocks back, so that the halves (and the other runs on the GPU) get the room.
+
+    The graph decoder's bucket states and the graphs captured over them go together (a graph reads its
+    state's buffers at fixed addresses); the next batch allocates the state of its own bucket and
+    captures again (a fraction of a second). The static path's caches are likewise made anew.
+    """
+    import torch
+
+    decoder = getattr(host, "_graph_decoder", None)
+    if decoder is not None:
+        decoder.graphs.clear()
+        decoder.states.clear()
+    caches = getattr(host, "_static_caches", None)
+    if caches is not None:
+        caches.clear()
+    if host.device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _decode_batch(host, rows: list[Row]) -> None:
+    """One decode batch: prefill, then decode on the chosen path."""
     import torch
 
     from helpers.engine.graphs import decode_graphs
