@@ -29,6 +29,11 @@ setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, dat
   log "setup done"
 }
 
+watch_memory() {  # each process's GPU memory every 5 s into $R/gpu_memory.csv, for the window's length
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 5 >"$R/gpu_memory.csv" 2>&1 &
+  fi
+}
 experiment() {  # experiment NAME ARGS... : one helpers.experiment command ($PRESET), its log and exit status
   local name=$1; shift
   "$PY" -m helpers.experiment --preset "$PRESET" "$@" >"$R/$name.log" 2>&1

@@ -31,9 +31,7 @@ PRESET=$PRESET_STAGED
 source "$(dirname "$0")/common.sh"
 log "start continue staged=$PRESET_STAGED exact=$PRESET_EXACT p1=${P1_MIN}min init=$INIT judge=$JUDGE"
 setup_window
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 5 >"$R/gpu_memory.csv" 2>&1 &
-fi
+watch_memory
 
 pids=()
 for name in $RUNS; do

@@ -22,9 +22,7 @@ PRESET=$PRESET_STAGED
 source "$(dirname "$0")/common.sh"
 log "start replicas staged=$PRESET_STAGED exact=$PRESET_EXACT p1=${P1_MIN}min p2=${P2_MIN}min sft=$SFT"
 setup_window
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 5 >"$R/gpu_memory.csv" 2>&1 &
-fi
+watch_memory
 RUNS="a b c"
 
 pids=()

@@ -30,9 +30,7 @@ read -r -a EXACT_SET_ARGS <<< "${EXACT_SETS:-}"
 source "$(dirname "$0")/common.sh"
 log "start side_by_side preset=$PRESET exact=$EXACT_PRESET side=${SIDE_MIN}min trim=${TRIM_MIN}min init=$INIT"
 setup_window
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 5 >"$R/gpu_memory.csv" 2>&1 &
-fi
+watch_memory
 ps_log() { pgrep -af "helpers.experiment" >>"$R/processes.log" 2>/dev/null; }  # pid -> run, for gpu_memory.csv
 
 AGENT=(--out "$R/agent" --work "$WORK/agent" "${SET_ARGS[@]}")

@@ -25,9 +25,7 @@ PRESET=$PRESET_STAGED
 source "$(dirname "$0")/common.sh"
 log "start stages staged=$PRESET_STAGED exact=$PRESET_EXACT p1=${P1_MIN}min p2=${P2_MIN}min habit=$HABIT sft=$SFT"
 setup_window
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 5 >"$R/gpu_memory.csv" 2>&1 &
-fi
+watch_memory
 
 grpo_run answers "$HABIT" "$P1_MIN" "$CAP" --grpo-stage answers & A=$!
 grpo_run trim_habit "$HABIT" "$P1_MIN" "$CAP" --grpo-stage trim & T=$!
