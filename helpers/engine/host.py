@@ -365,6 +365,22 @@ class ModelHost:
             self._graph_decoder = GraphDecoder(self)
         return self._graph_decoder
 
+    def release_decode_buffers(self) -> None:
+        """Drop the decode buffers kept for reuse and hand cached blocks back to the device: after a decode
+        batch ran out of memory, so that its halves (and the other runs on the GPU) get the room.
+
+        The graph decoder's bucket states and the graphs captured over them go together (a graph reads its
+        state's buffers at fixed addresses); the next batch allocates the state of its own bucket and
+        captures again (a fraction of a second). The static path's caches are likewise made anew."""
+        import torch
+
+        if self._graph_decoder is not None:
+            self._graph_decoder.graphs.clear()
+            self._graph_decoder.states.clear()
+        self._static_caches.clear()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
+
     def forward_model(self):
         """The module to call for logits: the peft wrapper once adapters exist."""
         return self.peft if self.peft is not None else self.model

@@ -140,32 +140,11 @@ def decode(host, rows: list[Row]) -> None:
         for row, state in zip(batch, draws):  # a retried row starts clean: no tokens, the same draws
             row.tokens, row.logprobs, row.stop_reason = [], [], None
             row.rng.setstate(state)
-        _release_device_memory(host)
+        host.release_decode_buffers()
         print(f"engine: sampling {len(batch)} rows did not fit in device memory; retrying in two halves",
               file=sys.stderr, flush=True)
         half = len(batch) // 2
         pending[:0] = [batch[:half], batch[half:]]
-
-
-def _release_device_memory(host) -> None:
-    """After a decode batch ran out of device memory: drop the decode buffers kept for reuse and hand
-    cached blocks back, so that the halves (and the other runs on the GPU) get the room.
-
-    The graph decoder's bucket states and the graphs captured over them go together (a graph reads its
-    state's buffers at fixed addresses); the next batch allocates the state of its own bucket and
-    captures again (a fraction of a second). The static path's caches are likewise made anew.
-    """
-    import torch
-
-    decoder = getattr(host, "_graph_decoder", None)
-    if decoder is not None:
-        decoder.graphs.clear()
-        decoder.states.clear()
-    caches = getattr(host, "_static_caches", None)
-    if caches is not None:
-        caches.clear()
-    if host.device == "cuda":
-        torch.cuda.empty_cache()
 
 
 def _decode_batch(host, rows: list[Row]) -> None:
