@@ -235,15 +235,18 @@ show(nested["root"])
 # - **SFT + GRPO** (the default) searches once before nearly every answer and almost never
 #   searches twice (in the recorded evaluation: never, on any test question), so for it every
 #   `max_search_calls` above 1 reads "same";
-# - the **search agent** (SFT, then GRPO in two stages: `habit`, then `trim`) searches again on about a
-#   quarter of the HotpotQA test questions, comparisons ("Are X and Y both …?") and bridge questions:
-#   first the question itself, then a name from what that search returned ("Tysons Galleria is
-#   located in what county?" → "McLean") — so a budget of 1 refuses its second search;
+# - the **multi-search agent** (SFT, then GRPO in two stages: exact match, then `trim`) searches again
+#   on four in five HotpotQA test questions and one in ten NQ ones, bridge questions and comparisons
+#   ("Are X and Y both …?"): first the question itself, then a name from what that search returned
+#   ("Tysons Galleria is located in what county?" → "McLean") — so a budget of 1 refuses its second
+#   search;
+# - the **search agent** (SFT, then GRPO stages `habit` and `trim`) does so on about a quarter of the
+#   HotpotQA questions;
 # - **SFT** searches again too, on about half of the HotpotQA test questions;
 # - the **base model** almost never writes a valid search at all.
 #
 # The questions offered first come from the recorded evaluations, where a budget visibly matters, and
-# each names the policy it runs: picking a question marked "searched 2 times" picks the search agent,
+# each names the policy it runs: picking a question marked "searched 2 times" picks the multi-search agent,
 # on a question where it searched twice on a CPU with these budgets (measured greedily, in
 # `results/cpu_measured`: set `temperature` to 0 to replay that run; at 1.0 the branches vary).
 # Pick any other policy (or your own checkpoint from notebook 09) and
@@ -267,7 +270,7 @@ show(nested["root"])
 # you pick another question the run is a new baseline: branches are compared on one question only.
 # Try:
 #
-# - a question the search agent searched twice on, `max_search_calls` 3 → 1: the branches that searched
+# - a question the multi-search agent searched twice on, `max_search_calls` 3 → 1: the branches that searched
 #   twice now end on their second call (`search_budget`) with −0.1 instead of their answer;
 # - `max_search_calls = 0`: the first search is refused, the branch ends on its call
 #   (`search_budget`) and its reward drops to −0.1 — a trained policy does not answer from memory

@@ -260,40 +260,51 @@ plt.show()
 # per-search reward of StepSearch), only on trajectories that end with a valid answer. Notebook 11
 # has you write such a reward.
 #
-# ## A recipe that keeps the second search
+# ## Recipes that keep the second search
 #
-# The **search agent** (`agent`, recorded in `results/h200_agent`) starts from SFT on such a teacher and
-# trains GRPO in two stages, each from the previous stage's adapter: `habit`, on the evidence reward
-# with half of each batch from the synthetic multi-hop split, whose questions need a second search;
-# then `trim`, on notebook 11's gated reward (exact match, with a tool-call penalty anchored to the
-# group). Same test questions, budgets and greedy decoding; beside the recorded run's SFT + GRPO:
+# Two recorded policies search again. The **search agent** (`agent`, recorded in `results/h200_agent`)
+# starts from SFT on such a teacher and trains GRPO in two stages, each from the previous stage's
+# adapter: `habit`, on the evidence reward with half of each batch from the synthetic multi-hop split,
+# whose questions need a second search; then `trim`, on notebook 11's gated reward (exact match, with a
+# tool-call penalty anchored to the group). The **multi-search agent** (`again`, `results/h200_again`)
+# has no evidence reward: exact match from the same SFT for about twice as many updates as the recorded
+# SFT + GRPO run, then the same `trim`. Same test questions, budgets and greedy decoding; beside the
+# recorded run's SFT + GRPO:
 
 # %%
 from helpers.analyse import SECOND_SEARCH_COLUMNS
 from helpers.course.policies import POLICY_LABELS, SEARCHES_AGAIN, TRAINED_POLICY, policy_run
 from helpers.course.recorded import policy_rows
 
+compared = list(dict.fromkeys((TRAINED_POLICY, "agent", SEARCHES_AGAIN)))
 staged = {f"{policy_run(name)}/{name}": search_learned_table(policy_rows(name), search_client("local"))
-          for name in (TRAINED_POLICY, SEARCHES_AGAIN)}
+          for name in compared}
 display(Markdown(format_search_learned(staged, columns=SECOND_SEARCH_COLUMNS)))
-trained_hotpot, agent_hotpot = (staged[f"{policy_run(name)}/{name}"]["hotpotqa"]
+trained_hotpot, again_hotpot = (staged[f"{policy_run(name)}/{name}"]["hotpotqa"]
                                 for name in (TRAINED_POLICY, SEARCHES_AGAIN))
-print(f"HotpotQA: a second search on {agent_hotpot['second_search_share']:.0%} of the questions "
-      f"({POLICY_LABELS[TRAINED_POLICY]}: {trained_hotpot['second_search_share']:.0%}); strict EM "
-      f"{agent_hotpot['em_if_again']:.2f} where the agent searched again, "
-      f"{agent_hotpot['em_if_stopped']:.2f} where it stopped")
+print(f"HotpotQA: the {POLICY_LABELS[SEARCHES_AGAIN]} searched again on {again_hotpot['second_search_share']:.0%} "
+      f"of the questions ({POLICY_LABELS[TRAINED_POLICY]}: {trained_hotpot['second_search_share']:.0%}); strict EM "
+      f"{again_hotpot['em_if_again']:.2f} where it searched again, {again_hotpot['em_if_stopped']:.2f} where it stopped")
 
 # %% [markdown]
-# What the stages changed: from SFT, exact match alone removes the second search within a few dozen
-# updates, because a two-search trajectory rarely wins its group. The `habit` stage pays a little for
-# each gold passage a search retrieves, which slows that loss (the sampled share of HotpotQA
-# trajectories with two searches fell by more than half over its updates, instead of to 0) and keeps
-# the searches that find the bridge; `trim` then pays for right answers and charges only the searches
-# above a count drawn from the group's right answers, so a second search costs nothing where the right
-# answers needed it and something where one search was enough (on NQ it almost never searches twice).
-# On HotpotQA the agent is right more often where it searched again than where it stopped; over all
-# questions its exact match is slightly below that of SFT + GRPO (`results/h200_agent/README.md` has
-# both). It is the policy the playgrounds' "searched 2 times" questions run.
+# What the stages changed. From SFT, exact match first removes the second search: early on a
+# two-search trajectory rarely wins its group, and the recorded SFT + GRPO policy (32 updates) never
+# searches twice. Run on, exact match brings it back: once the first searches retrieve the entity that
+# links the two hops, a second search on it finds answers one search does not, and the trajectories that
+# make it start to win (after about 60 updates, a second search on 39–52 % of HotpotQA in three runs).
+# Run on further, the habit spreads to every question, NQ's too, where one search is enough, and exact
+# match falls (in one run, a second search on all test questions after 208 updates). `trim` is what
+# stops the spread: it pays for right answers and charges only the searches above a count drawn from
+# the group's right answers, so a second search costs nothing where the right answers needed it and
+# something where one search was enough. When it starts matters: from a policy whose right answers
+# mostly used one search, `trim` removed the habit (a second search on 39 % of HotpotQA fell to 8 %);
+# from one at 52 % it gave the multi-search agent (79 % of HotpotQA, 10 % of NQ). The search agent's
+# `habit` stage gets there another way: it pays a little for each gold passage a search retrieves,
+# which slows the loss of the second search instead of waiting for its return.
+#
+# On HotpotQA both agents are right more often where they searched again than where they stopped;
+# over all questions their exact match is slightly below that of SFT + GRPO (the runs' READMEs have
+# every table). The multi-search agent is the policy the playgrounds' "searched 2 times" questions run.
 
 # %% [markdown]
 # ## The recorded runs in a tracker
@@ -323,8 +334,8 @@ except ImportError:
 # known, then recorded test questions where the budgets matter) and press Enter: the agent answers it on this machine, with the local search index, and you
 # see its trajectory as a tree. The default agent is the trained policy — the SFT + GRPO adapter of the
 # recorded GPU run when it was trained on this profile's model, else your checkpoint from notebook
-# 09 — and the picker switches to the search agent (the one that searches again), the SFT policy, the
-# base model or your own checkpoint. Evaluation
+# 09 — and the picker switches to the multi-search agent (the one that searches again), the search
+# agent, the SFT policy, the base model or your own checkpoint. Evaluation
 # samples one trajectory per question at temperature 0, so the group size starts at 1; raise it (and
 # the temperature) to see other attempts. A typed question has no reference answer, so its reward
 # only checks the format. The sliders are the evaluation's budgets; the table says what each change
@@ -423,7 +434,7 @@ display(Markdown("\n".join([
 # below its one-search ones, their advantages were negative, and the policy moved towards one
 # search — which is what an exact-match reward asks for. A second search survives only where it wins
 # its group; the README of the recorded run compares rewards and training questions that make it
-# win (its run C), and the search agent above is trained so that it does.
+# win (its run C), and the two agents above are trained so that it does.
 #
 # ## Questionnaire
 #

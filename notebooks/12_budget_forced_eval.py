@@ -63,8 +63,8 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # on one held-out question in the fast profile, $b = 0, 1, 3$ on 4 in the full one, with turns of at
 # most `sweep_assistant_tokens`, since a batch decodes until its longest turn ends); the recorded
 # GPU sweep below has $b = 0\dots10$ on 100. Policies: the base model, the recorded SFT + GRPO adapter
-# (it stops after one search) and the search agent's (the policy that searches again,
-# `helpers.course.policies`), where they fit this profile's model; otherwise (the fast profile's small
+# (it stops after one search) and the multi-search agent's (the policy that searches again,
+# `helpers.course.policies.SEARCHES_AGAIN`), where they fit this profile's model; otherwise (the fast profile's small
 # model) notebook 09's SFT + GRPO checkpoint in its place when it has been run in this profile. The
 # recorded sweep below has the SFT policy too.
 #
@@ -72,12 +72,12 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 # always answered wrong by a 0.5B model at every budget: a flat line at 0 that says nothing. So the
 # questions are picked where the lesson shows (`helpers.widgets.live.sweep_questions`): HotpotQA
 # questions on which, in the recorded evaluations, the SFT + GRPO policy answered right after one
-# search and the search agent answered right after a second search (on a name from its first
+# search and the multi-search agent answered right after a second search (on a name from its first
 # search's evidence) (a CPU measurement of the sweep itself, `python -m
 # helpers.widgets.measured record`, takes their place once it is recorded in `results/cpu_measured`).
 # On such questions the sweep *can* show the shape of the recorded curve: nothing at $b = 0$ (the
 # trained policies call and are stopped, −0.1), a rise at $b = 1$, and a further rise from $b = 1$
-# to $b = 3$ only for the search agent, the policy that searches again (at $b = 1$ a second call is
+# to $b = 3$ only for the multi-search agent, the policy that searches again (at $b = 1$ a second call is
 # refused). It
 # *cannot* show the level, nor that the shape holds in general: the questions were chosen because
 # the policies do well on them, four questions move accuracy in steps of 0.25, the recorded
@@ -168,7 +168,7 @@ curve
 # against the previous budget: searches made, evidence kept, how the trajectory ended, its answer
 # and reward. (Each question is rolled out once, a group of one, so there is no advantage to show.)
 # Compare what you see with the recorded curve: from $b = 0$ to $b = 1$ answers appear; above 1
-# little changes for SFT + GRPO, because it stops after one search — pick the search agent to see a
+# little changes for SFT + GRPO, because it stops after one search — pick the multi-search agent to see a
 # larger budget change its answers.
 
 # %%
@@ -235,7 +235,7 @@ check_tokens_per_correct(points, "base", last.budget,
 # does move: the one search raises tokens per question from about 270 to about 1,340, mostly the
 # observation read on the next turn. The curve will bend upwards past $b = 1$ only once a policy
 # searches more than once when it needs to (notebook 10 shows why GRPO removed the second search).
-# The search agent is such a policy; the recorded sweep does not include it, your own sweep above
+# The multi-search agent is such a policy; the recorded sweep does not include it, your own sweep above
 # does where its adapter runs.
 #
 # ## Questionnaire

@@ -362,7 +362,9 @@ def _write_policy_eval(name, rows):
 
 def test_budget_questions_take_each_kind_in_turn(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
-    _write_policy_eval("agent", [_row("a", 1), _row("b", 2), _row("c", 2), _row("d", 1), _row("e", 1)])
+    from helpers.course.policies import SEARCHES_AGAIN
+
+    _write_policy_eval(SEARCHES_AGAIN, [_row("a", 1), _row("b", 2), _row("c", 2), _row("d", 1), _row("e", 1)])
     _write_policy_eval("sft_grpo", [_row("a", 1, right=True), _row("b", 1), _row("c", 1), _row("d", 1, cut=1),
                                     _row("e", 0)])
     picked = budget_questions()
@@ -501,27 +503,30 @@ def test_the_twice_prompts_are_the_measured_second_searches_and_run_the_policy_t
     assert all(q.policy is None for q in budget_questions(measured=measured))
 
 
-def test_the_twice_prompts_run_the_search_agent_from_its_own_rows(tmp_path, monkeypatch):
-    """The agent's CPU rows pick the "twice" prompts; without them its own run's recorded rows do,
-    whatever another policy did on a CPU or in another run."""
+def test_the_twice_prompts_run_the_policy_that_searches_again_from_its_own_rows(tmp_path, monkeypatch):
+    """The CPU rows of the policy that searches again pick the "twice" prompts; without them its own
+    run's recorded rows do, whatever another policy did on a CPU or in another run."""
+    from helpers.course.policies import POLICY_LABELS, SEARCHES_AGAIN, policy_run
+
     monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr("helpers.widgets.live.recorded_or_learner", lambda name, model=None: name)
     _write_eval(tmp_path / "h200_search" / "eval", "sft", [_row("s", 2), _row("r", 1)])
     _write_eval(tmp_path / "h200_search" / "eval", "sft_grpo", [_row("s", 1), _row("r", 2)])
-    _write_eval(tmp_path / "h200_agent" / "eval", "sft_grpo", [_row("g", 2), _row("s", 1), _row("r", 1)])
+    _write_eval(tmp_path / "h200_agent" / "eval", "sft_grpo", [_row("a", 2), _row("s", 1), _row("r", 1)])
+    _write_policy_eval(SEARCHES_AGAIN, [_row("g", 2), _row("s", 1), _row("r", 1)])
 
     def twice(measured):
         return [(q.example.id, q.policy) for q in budget_questions(measured=measured) if "searched 2 times" in q.why]
 
-    sft_on_cpu = [_measured("s", "sft", "playground", 2, True)]
-    assert twice(sft_on_cpu + [_measured("m", "agent", "playground", 2, True)]) == [("m", "agent")]
+    sft_on_cpu = [_measured("s", "sft", "playground", 2, True), _measured("a", "agent", "playground", 2, True)]
+    assert twice(sft_on_cpu + [_measured("m", SEARCHES_AGAIN, "playground", 2, True)]) == [("m", SEARCHES_AGAIN)]
     picked = [q for q in budget_questions(measured=sft_on_cpu) if "searched 2 times" in q.why]
-    assert [(q.example.id, q.policy) for q in picked] == [("g", "agent")]
-    assert "search agent" in picked[0].why and "h200_agent" in picked[0].why
+    assert [(q.example.id, q.policy) for q in picked] == [("g", SEARCHES_AGAIN)]
+    assert POLICY_LABELS[SEARCHES_AGAIN] in picked[0].why and policy_run(SEARCHES_AGAIN) in picked[0].why
 
 
 def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
-    from helpers.course.policies import SEARCHES_AGAIN, TRAINED_POLICY
+    from helpers.course.policies import SEARCHES_AGAIN, TRAINED_POLICY, evaluation_path
     from helpers.runs import read_jsonl
     from helpers.widgets.live import sweep_questions
 
@@ -533,11 +538,11 @@ def test_sweep_questions_are_those_whose_own_sweep_shows_the_recorded_shape():
     picked = sweep_questions(4, rows)
     assert [q.id for q in picked] == ["more", "first", "more2", "flat"]
     assert picked[0].answers == ["gold more"] and [q.id for q in sweep_questions(2, rows)] == ["more", "first"]
-    # no sweep measured (only the playground's): the recorded evaluations' questions where the search
-    # agent answered right after two searches and SFT + GRPO right after one
+    # no sweep measured (only the playground's): the recorded evaluations' questions where the policy
+    # that searches again answered right after two searches and SFT + GRPO right after one
     playground_only = [_measured("m", SEARCHES_AGAIN, "playground", 2, True)]
     recorded = sweep_questions(4, playground_only)
-    again = {r["id"]: r for r in read_jsonl(config.RESULTS_DIR / "h200_agent" / "eval" / "sft_grpo.jsonl")}
+    again = {r["id"]: r for r in read_jsonl(evaluation_path(SEARCHES_AGAIN))}
     grpo = {r["id"]: r for r in read_jsonl(config.RESULTS_DIR / "h200_search" / "eval" / "sft_grpo.jsonl")}
     assert len(recorded) == 4 and recorded[0].question == "Tysons Galleria is located in what county?"
     for q in recorded:

@@ -70,25 +70,36 @@ def test_recorded_policies_load_their_adapter_once_per_model(results):
     assert base.path is None and service.calls == [("qwen2.5-0.5b", policy.path), ("qwen2.5-0.5b", None)]
 
 
-def test_the_search_agent_loads_by_name_from_its_own_run_folder(results):
-    """The agent's adapter lives in the run of its staged recipe, not in the recorded run of the other two."""
-    assert policies.SEARCHES_AGAIN == "agent"
-    reason = unavailable_reason("agent", "qwen2.5-0.5b")
-    assert "recorded run h200_agent has no search agent" in reason and "h200_agent/adapter/meta.json" in reason
-    adapter = results / "h200_agent" / "adapter"
+@pytest.mark.parametrize("name, run, label", [
+    ("agent", "h200_agent", "search agent (SFT → habit → trim)"),
+    ("again", "h200_again", "multi-search agent (SFT → exact match → trim)"),
+])
+def test_a_policy_of_another_run_loads_by_name_from_its_own_run_folder(results, name, run, label):
+    """The search agents' adapters live in the runs of their recipes, not in the recorded run of SFT and SFT + GRPO."""
+    reason = unavailable_reason(name, "qwen2.5-0.5b")
+    assert f"recorded run {run} has no {label} adapter" in reason and f"{run}/adapter/meta.json" in reason
+    adapter = results / run / "adapter"
     adapter.mkdir(parents=True)
     (adapter / "meta.json").write_text(json.dumps({"base_model": "qwen2.5-0.5b"}))
-    assert unavailable_reason("agent", "qwen2.5-0.5b") is None and adapter_dir("agent") == adapter
+    assert unavailable_reason(name, "qwen2.5-0.5b") is None and adapter_dir(name) == adapter
     service = FakeService()
-    agent = load_policy("agent", model="qwen2.5-0.5b", service=service)
+    agent = load_policy(name, model="qwen2.5-0.5b", service=service)
     trained = load_policy("sft_grpo", model="qwen2.5-0.5b", service=service)
     assert agent.path == str(adapter) and trained.path == str(results / policies.RECORDED_RUN / "adapter")
-    assert agent.label == "search agent (SFT → habit → trim)" and agent is not trained
+    assert agent.label == label and agent is not trained
     labels = dict((value, label) for label, value in policy_options("qwen2.5-0.5b"))
-    assert labels["agent"] == "search agent (SFT → habit → trim) (recorded run h200_agent)"
-    assert "not available here" in policy_options("smollm2-135m")[1][0]
+    assert labels[name] == f"{label} (recorded run {run})"
     # a test's one run folder stands in for every policy's own run
-    assert adapter_dir("agent", run="toy") == results / "toy" / "adapter"
+    assert adapter_dir(name, run="toy") == results / "toy" / "adapter"
+
+
+def test_the_picker_offers_every_recorded_policy_the_two_trained_ones_first(results):
+    options = [value for _, value in policy_options("qwen2.5-0.5b")]
+    assert options[:2] == [policies.TRAINED_POLICY, policies.SEARCHES_AGAIN] and options[-1] == "base"
+    assert sorted(options) == sorted(policies.RECORDED_POLICIES)
+    assert "not available here" in policy_options("smollm2-135m")[1][0]
+    # the policy that searches again is one the course has recorded, not the trained one
+    assert policies.SEARCHES_AGAIN in policies.RECORDED_POLICIES and policies.SEARCHES_AGAIN != policies.TRAINED_POLICY
 
 
 def test_the_default_is_the_trained_policy_where_it_runs(results, monkeypatch):

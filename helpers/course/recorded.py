@@ -10,7 +10,8 @@ changes the text with it:
 `RECORDED_RUN` (`helpers.course.policies`) names the run the README reports; a run's evaluation rows are
 `results/<run>/eval/<label>.jsonl` (labels `base_agent`, `base_closed_book`, `base_rag`, `sft`,
 `sft_grpo`), its training metrics `results/<run>/<stage>/metrics.jsonl`. A recorded policy of
-another run (the search agent, `agent`, of `AGENT_RUN`) is read by its name: `policy_rows("agent")`.
+another run (the search agent, `agent`, of `AGENT_RUN`; the multi-search agent, `again`, of `AGAIN_RUN`) is
+read by its name: `policy_rows("agent")`.
 A run may sit in a folder of another run's: `training_metrics("grpo_trim", run="h200_agent/preference_trim")`.
 """
 

@@ -74,7 +74,7 @@ def budget_questions(limit: int = 8, run: str | None = None,
     (`TRAINED_POLICY`, SFT + GRPO) answered right after one search in the recorded run
     (max_search_calls 1 → 0 refuses that search: the branch ends on its call with −0.1, since the
     policy never learned to answer without searching); the policy that searches again
-    (`SEARCHES_AGAIN`, the search agent) made a second search — measured on a CPU with the
+    (`SEARCHES_AGAIN`) made a second search — measured on a CPU with the
     playground's budgets (`helpers.widgets.measured`), else in its recorded evaluation — and
     max_search_calls 2 → 1 refuses it; the evidence was cut to the observation budget
     (max_tool_response_tokens) in a recorded evaluation. Within a kind, the shortest questions

@@ -12,7 +12,7 @@ and what each policy did is kept in `measured_path()` (rows of `measure`, under 
 The settings (`plan`):
 
 - "playground": the playground's budgets (the full profile's), one greedy trajectory per question:
-  where the policy that searches again (`SEARCHES_AGAIN`, the search agent) makes a second search,
+  where the policy that searches again (`SEARCHES_AGAIN`) makes a second search,
   the question is one of the playground's "twice" prompts (`helpers.widgets.live.budget_questions`);
 - "sweep b=<b>": notebook 12's budget-forced protocol (`helpers.efficiency.budget_config`, its
   temperature and turn length) at b = 1 and 3: `helpers.widgets.live.sweep_questions` picks the
@@ -39,18 +39,22 @@ def measured_path() -> Path:
     return config.RESULTS_DIR / "cpu_measured" / "rows.jsonl"
 
 
-# HotpotQA test questions where the search agent (`SEARCHES_AGAIN`) searched twice and answered right
-# in its recorded GPU evaluation (results/h200_agent/eval): comparisons and bridge questions, whose
-# second query is a name from the first search's evidence; shortest first.
+# HotpotQA test questions where the policy that searches again (`SEARCHES_AGAIN`) searched twice and
+# answered right in its recorded GPU evaluation (results/h200_again/eval): bridge questions, whose second
+# query is the entity that links the two hops, and comparisons, whose second query is one of the two.
 CANDIDATES = (
     "5a80b3a9554299485f5986cc",  # Tysons Galleria is located in what county?
-    "5a7ec95b55429934daa2fc67",  # Were Gregory La Cava and Mike Judge both actors?
-    "5add11935542994734353827",  # Were the bands Skin Yard and Ostava from the U.S.?
+    "5a8c5569554299240d9c2126",  # Are Daryl Hall and Gerry Marsden both musicians?
+    "5a866c04554299211dda2b25",  # Are Pterostyrax and Dregea both native to Asia?
     "5a7e5ec25542991319bc947a",  # Which tennis player is younger, John Newcombe or Květa Peschke?
-    "5adbf84555429947ff17387c",  # Are both Adolfo Bioy Casares and James Norman Hall Argentinian authors?
+    "5adeffa85542992d7e9f926f",  # What genre of music was played by both Tappi Tíkarrass and INXS?
+    "5a7625e8554299109176e66a",  # In which year was the King who made the 1925 Birthday Honours born?
+    "5a80ae105542992bc0c4a7a2",  # What occupation is shared by both Marge Piercy and Richard Aldington?
     "5a83880e554299123d8c214e",  # Suicide's 1977 released album features a song based on what brand's comic …
-    "5ae7eaf65542994a481bbe1d",  # When was the former Indian cricketer who made his ODI debuts during the 2000 …
+    "5ab9374b554299131ca422c6",  # Which man who presented the Australia 2022 FIFA World Cup bid was born on …
+    "5a8739a05542994775f607ab",  # What is the birthplace of the Senator who represents the first of 62 districts …
     "5ae63dad55429929b0807afe",  # When was the British author who wrote the novel on which "Here We Go Round …
+    "5ae7a8175542993210983ed8",  # Which other Mexican Formula One race car driver has held the podium besides …
 )
 SWEEP_BUDGETS = MEASURED_SWEEP["budgets"]
 
