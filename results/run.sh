@@ -4,6 +4,7 @@
 #   bash results/run.sh                       # preset h200: results/h200 + results/efficiency
 #   PRESET=h200_agent bash results/run.sh     # the search agent's recipe: GRPO in stages (habit, trim)
 #   PRESET=h200_staged bash results/run.sh    # in three (habit, answers, trim), from a rewriting SFT teacher
+#   PRESET=h200_again bash results/run.sh     # the multi-search agent's: exact match, then trim
 #   PRESET=cpu-dry bash results/run.sh /tmp/r/h200 /tmp/w   # the same plumbing, tiny, on a CPU
 #
 # 1. SFT warm start (scripted teacher, train questions 1-800).

@@ -189,6 +189,13 @@ def test_the_agent_recipe_runs_its_stages_in_order_each_from_the_previous(tmp_pa
     assert staged.sft.rewrite_first_query == "no_loss" and make_plan("h200_agent", "o").sft.rewrite_first_query == "gain"
     assert staged.stages["habit"].reward_options == {"gain": 0.3, "beyond_rag": 0.3} == dry.stages["habit"].reward_options
     assert make_plan("h200_agent", "o").stages["habit"].reward_options == {"gain": 0.3}
+    # the multi-search agent's recipe: plain exact match, then trim, each counted in steps on the GPU
+    again, dry_again = make_plan("h200_again", "o"), make_plan("cpu-dry-again", "o")
+    assert list(again.stages) == list(dry_again.stages) == ["exact", "trim"]
+    assert [c.reward for c in again.stages.values()] == ["exact_match", "gated"] == [c.reward for c in dry_again.stages.values()]
+    assert [c.max_steps for c in again.stages.values()] == [64, 15] and again.stages["exact"].synthetic_share == again.grpo.synthetic_share
+    assert again.stages["trim"].synthetic_share == 0.5 and again.stages["trim"].reward_options["lambda_tool"] == 0.2
+    assert all(c.max_steps == dry_again.grpo.max_steps for c in dry_again.stages.values())
     plan = make_plan("h200_agent_answers", str(tmp_path / "r"), str(tmp_path / "w"),
                      overrides=["habit.learning_rate=3e-5"])
     assert list(plan.stages) == ["habit", "answers", "trim"]
