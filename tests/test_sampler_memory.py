@@ -105,3 +105,105 @@ def test_one_row_that_does_not_fit_raises_the_devices_error(client, prompts, mon
     with pytest.raises(torch.OutOfMemoryError, match="a test's"):
         sample_all(client, prompts[:1])
     assert "sampling 2 rows did not fit" in capsys.readouterr().err  # halved first, then gave up
+
+
+def test_a_failed_graph_capture_leaves_its_memory_pool_and_the_next_capture_takes_a_fresh_one(monkeypatch):
+    """A capture that fails part way can leave the allocator recording into its pool; the decoder must
+    not capture into that pool again (it would fail with "already recording to mempool_id"), and must
+    keep decoding (uncaptured) meanwhile."""
+    import contextlib
+    import warnings
+    from types import SimpleNamespace
+
+    import torch
+
+    from helpers.engine import graphs
+
+    pools, ran = [], []
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    fail = {"next": True}
+
+    @contextlib.contextmanager
+    def graph(g, pool=None):
+        g.pool = pool
+        yield
+        if fail["next"]:
+            fail["next"] = False
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+    class Graph:
+        def replay(self):
+            ran.append(("replay", self.pool))
+
+    fake_cuda = SimpleNamespace(current_stream=Stream, Stream=Stream, stream=lambda s: contextlib.nullcontext(),
+                                set_stream=lambda s: None, CUDAGraph=Graph, graph=graph,
+                                graph_pool_handle=lambda: pools.append(len(pools)) or pools[-1])
+    monkeypatch.setattr(torch, "cuda", fake_cuda)
+    monkeypatch.setattr(graphs, "chunk", lambda *args: ran.append("chunk"))
+    decoder = graphs.GraphDecoder.__new__(graphs.GraphDecoder)
+    decoder.host, decoder.layer_fn = SimpleNamespace(device="cuda"), None
+    decoder.graphs, decoder.pool, decoder.captures = {}, None, 0
+    weights = SimpleNamespace(signature=lambda: ("w",))
+    state = SimpleNamespace(rows=8, length=512)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = decoder.runner(weights, state, 0, False, True)
+    assert any("capture failed" in str(w.message) for w in caught)
+    first()  # decoding goes on, uncaptured
+    assert ran[-1] == "chunk" and decoder.captures == 0 and decoder.pool is None
+    second = decoder.runner(weights, state, 0, False, True)
+    second()
+    assert pools == [0, 1] and ran[-1] == ("replay", 1) and decoder.captures == 1  # a fresh pool, captured
+    third = decoder.runner(SimpleNamespace(signature=lambda: ("w",)), SimpleNamespace(rows=16, length=512), 0, False, True)
+    third()
+    assert pools == [0, 1] and ran[-1] == ("replay", 1)  # a capture that succeeded shares its pool with the next
+
+
+def test_the_compiled_step_survives_a_batch_out_of_memory_but_not_a_failed_compile(client, monkeypatch):
+    """Out of memory is the batch's doing: it reaches the sampler (which decodes the batch again in
+    halves) and the compiled step stays; any other failure of the compiled step falls back to the
+    eager step for good, with a warning."""
+    import warnings
+
+    from helpers.engine.host import get_host
+
+    calls = []
+    failures = [torch.OutOfMemoryError("CUDA out of memory (a test's)"), None, RuntimeError("inductor: no"), None]
+
+    def fake_compile(fn, **kwargs):
+        def compiled(*args):
+            calls.append("compiled")
+            failure = failures.pop(0)
+            if failure is not None:
+                raise failure
+            return fn(*args)
+        return compiled
+
+    host = get_host(MODEL)
+    monkeypatch.setattr(host, "_steps", {})
+    monkeypatch.setattr(host.torch, "compile", fake_compile)
+    monkeypatch.setenv("COURSE_ENGINE_COMPILE", "eager")
+    step = host.decode_step()
+    forward = host.forward_model()
+    ids = torch.tensor([[1, 2, 3]])
+    positions = torch.arange(3).unsqueeze(0)
+    mask = torch.ones(1, 3, dtype=torch.long)
+
+    def run():
+        from transformers import DynamicCache
+
+        return step(ids, positions, mask, DynamicCache(config=forward.config))
+
+    with pytest.raises(torch.OutOfMemoryError):
+        run()
+    assert run().shape[0] == 1 and calls == ["compiled", "compiled"]  # still compiled after the OOM
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expected = run()
+    assert any("using the eager step" in str(w.message) for w in caught) and calls == ["compiled"] * 3
+    assert torch.allclose(run(), expected) and calls == ["compiled"] * 3  # eager from then on

@@ -367,9 +367,13 @@ class GraphDecoder:
             # Out of memory (several runs share one GPU under memory caps), say, the warm-up stops part
             # way with its queued work still running on the side stream, writing this state's buffers,
             # which the caller refills next: wait for it. A capture whose end fails leaves its own stream
-            # current: put the caller's back. Nothing is kept of the graph; the next batch captures again.
+            # current: put the caller's back. Nothing is kept of the graph; the next batch captures again,
+            # into a fresh memory pool: a capture that failed part way can leave the allocator recording
+            # into its pool (torch 2.11), and every later capture into that pool then fails with
+            # "already recording to mempool_id".
             torch.cuda.set_stream(current)
             current.wait_stream(side)
+            self.pool = None
             warnings.warn(f"CUDA graph capture failed ({type(error).__name__}: {error}); decoding without graphs",
                           RuntimeWarning, stacklevel=2)
             return plain

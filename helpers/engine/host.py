@@ -309,7 +309,8 @@ class ModelHost:
         """step(input_ids [B,1], position_ids [B,1], attention_mask [B,L], cache) -> last logits [B,V].
 
         On CUDA the step is compiled with mode="reduce-overhead" (CUDA graphs); if compiling
-        fails the eager step is used, with a warning. COURSE_ENGINE_COMPILE=0 turns it off; a
+        fails the eager step is used from then on, with a warning (running out of device memory is
+        raised to the caller instead: a smaller batch keeps the compiled step). COURSE_ENGINE_COMPILE=0 turns it off; a
         backend name (e.g. "eager") compiles with that backend on any device.
         """
         import os
@@ -348,6 +349,10 @@ class ModelHost:
                         if graphs:
                             torch.compiler.cudagraph_mark_step_begin()
                         return compiled(ids, positions, mask, cache).clone()
+                    except torch.OutOfMemoryError:
+                        # the batch, not the compiled step: the sampler decodes it again in halves,
+                        # and the halves keep the compiled step
+                        raise
                     except Exception as error:  # noqa: BLE001 - fall back, but say so
                         state["ok"] = False
                         warnings.warn(f"compiled decode step failed ({type(error).__name__}: {error}); "
