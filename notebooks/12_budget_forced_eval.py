@@ -70,19 +70,18 @@ eff.budget_config(2, rollout_config(values, temperature=0.6))
 #
 # **Which questions, and what four of them can show.** Four questions taken at random are almost
 # always answered wrong by a 0.5B model at every budget: a flat line at 0 that says nothing. So the
-# questions are picked where the lesson shows (`helpers.widgets.live.sweep_questions`): HotpotQA
-# questions on which, in the recorded evaluations, the SFT + GRPO policy answered right after one
-# search and the multi-search agent answered right after a second search (on a name from its first
-# search's evidence) (a CPU measurement of the sweep itself, `python -m
-# helpers.widgets.measured record`, takes their place once it is recorded in `results/cpu_measured`).
-# On such questions the sweep *can* show the shape of the recorded curve: nothing at $b = 0$ (the
-# trained policies call and are stopped, −0.1), a rise at $b = 1$, and a further rise from $b = 1$
-# to $b = 3$ only for the multi-search agent, the policy that searches again (at $b = 1$ a second call is
-# refused). It
-# *cannot* show the level, nor that the shape holds in general: the questions were chosen because
-# the policies do well on them, four questions move accuracy in steps of 0.25, the recorded
-# evaluation ran greedy on a GPU while this sweep samples at temperature 0.6 on your machine, so a
-# question can flip. The rates are the recorded sweep's (below).
+# questions are picked where the lesson shows (`helpers.widgets.live.sweep_questions`), from a CPU
+# measurement of this very protocol at $b = 1$ and $b = 3$ on twelve HotpotQA questions
+# (`results/cpu_measured`): in turn, questions the multi-search agent got wrong at $b = 1$ and right at
+# $b = 3$, and questions SFT + GRPO got right at $b = 1$. On such questions the sweep *can* show the
+# shape of the recorded curve: nothing at $b = 0$ (the trained policies call and are stopped, −0.1), a
+# rise at $b = 1$ for SFT + GRPO, and a rise from $b = 1$ to $b = 3$ only for the multi-search agent, the
+# policy that searches again. In that measurement the multi-search agent answered none of the twelve at
+# $b = 1$ — it called a second time although the prompt stated the budget, and was stopped — and nine at
+# $b = 3$; SFT + GRPO answered four and five. It *cannot* show the level, nor that the shape holds in
+# general: the questions were chosen because the policies do well on them, four questions move accuracy
+# in steps of 0.25, and at temperature 0.6 a question can flip from one run to the next. The rates are
+# the recorded sweep's (below).
 
 # %%
 from helpers.data import load_examples
@@ -246,6 +245,8 @@ check_tokens_per_correct(points, "base", last.budget,
 # 3. Why do input tokens grow much faster than output tokens with each search?
 # 4. What does it mean when the curve flattens, and where did the recorded curves flatten?
 # 5. Why is tokens per *correct* answer a better cost than tokens per question?
+# 6. Measured on a CPU, the multi-search agent answered none of twelve questions at $b = 1$ and nine at
+#    $b = 3$. What did it do at $b = 1$, and what would a policy that reads the stated budget do there?
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
@@ -258,5 +259,9 @@ check_tokens_per_correct(points, "base", last.budget,
 #    the recorded sweep searches twice.
 # 5. It charges a policy for its wrong answers too: a cheap policy that is rarely right is not cheap
 #    per answer that counts.
+# 6. It searched once, then called a second time regardless of the budget stated in its prompt, and the
+#    enforced budget ended every trajectory with −0.1. A policy that reads the budget would answer from
+#    its one search's evidence, right on some questions (SFT + GRPO, which stops after one search, got
+#    four): training at several budgets, stated and enforced, is what would teach it that.
 #
 # </details>
