@@ -302,7 +302,8 @@ print(f"HotpotQA: the {POLICY_LABELS[SEARCHES_AGAIN]} searched again on {again_h
 # `habit` stage gets there another way: it pays a little for each gold passage a search retrieves,
 # which slows the loss of the second search instead of waiting for its return.
 #
-# On HotpotQA both agents are right more often where they searched again than where they stopped;
+# On HotpotQA both agents are right more often where they searched again than where they stopped; on
+# NQ the few questions they searched again on are mostly ones they got wrong (the table's NQ rows), and
 # over all questions their exact match is slightly below that of SFT + GRPO (the runs' READMEs have
 # every table). The multi-search agent is the policy the playgrounds' "searched 2 times" questions run.
 
