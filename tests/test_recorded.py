@@ -100,3 +100,32 @@ def test_what_s_did_on_a_gpu_is_what_notebook_14_says():
     assert all(0.4 < s < 0.6 for s in mean_s)  # "near one half"
     seconds = {name: sum(r["time_step"] for r in m) / len(m) for name, m in curves.items()}
     assert seconds["model_s"] > max(seconds["draw1"], seconds["draw2"])
+
+
+@pytest.mark.slow
+def test_the_multi_search_agent_on_a_cpu_repeats_its_gpu_evaluation():
+    """The shipped adapter, evaluated on this machine as the recorded run evaluated it on a GPU (greedy,
+    the recorded budgets), makes the same searches and gives the same answer on a question it searched
+    twice on: what a learner runs is the policy the tables describe."""
+    import dataclasses
+
+    import torch
+
+    from helpers.course.policies import SEARCHES_AGAIN, adapter_dir, evaluation_path
+    from helpers.eval import evaluate
+    from helpers.experiment import make_plan
+    from helpers.runs import read_jsonl
+    from helpers.widgets.measured import CANDIDATES, candidates
+
+    torch.set_num_threads(2)
+    gpu = {row["id"]: row for row in read_jsonl(evaluation_path(SEARCHES_AGAIN))}
+    recorded = make_plan("h200", "unused").eval
+    gpu_rollout = json.loads(evaluation_path(SEARCHES_AGAIN).with_suffix(".config.json").read_text())["eval"]["rollout"]
+    here = dataclasses.asdict(recorded.rollout)
+    assert {k: v for k, v in gpu_rollout.items() if k != "search_concurrency"} == \
+        {k: here[k] for k in gpu_rollout if k != "search_concurrency"}  # the GPU evaluation's own settings
+    config = dataclasses.replace(recorded, model_path=str(adapter_dir(SEARCHES_AGAIN)), output=None, batch_size=1)
+    [row] = evaluate(config, examples=candidates(CANDIDATES[:1]), progress=False)
+    expected = gpu[CANDIDATES[0]]
+    assert row["search_calls"] == expected["search_calls"] == 2
+    assert row["queries"] == expected["queries"] and row["answer"] == expected["answer"]
