@@ -59,8 +59,8 @@ POLICY_LABELS = {"base": "base model", "sft": "SFT", "sft_grpo": "SFT + GRPO",
 TRAINED_POLICY = "sft_grpo"
 # The policy that searches again when its first search did not settle the question: the budget
 # playground's "twice" prompts run it. On the recorded test evaluation it searched again on 79 % of
-# the HotpotQA questions (often on the entity that links the two hops) and on 10 % of NQ's, and was
-# right more often where it did (EM 0.33 against 0.24 where it stopped); the recorded SFT + GRPO
+# the HotpotQA questions (often on the entity that links the two hops) and on 10 % of NQ's, and on
+# HotpotQA was right more often where it did (EM 0.33 against 0.24 where it stopped); the recorded SFT + GRPO
 # policy almost never searches twice.
 SEARCHES_AGAIN = "again"
 
