@@ -163,18 +163,38 @@ print("reference answer:", RUNNING_EXAMPLE.answers[0])
 # "Search again when the evidence lacks the answer" is the behaviour a search agent should show. To
 # check it, re-run each policy's *first* query on the local index (it is deterministic) and ask
 # whether those results held a gold answer. A good agent searches again mostly on the red bars.
+# Beside the recorded run's two policies, the two agents trained to keep a second search (the last
+# section says how): the search agent and the multi-search agent.
 
 # %%
 import matplotlib.pyplot as plt
 
 from helpers.analyse import first_search_hits, second_search_figure, second_search_table
+from helpers.course.policies import SEARCHES_AGAIN, policy_run
+from helpers.course.recorded import policy_rows
 from helpers.widgets.course import search_client
 
 agent_runs = {f"{RECORDED_RUN}/{label}": recorded_rows[label] for label in ("sft", "sft_grpo")}
+agent_runs |= {f"{policy_run(name)}/{name}": policy_rows(name) for name in dict.fromkeys(("agent", SEARCHES_AGAIN))}
 hits = {label: first_search_hits(rows, search_client("local")) for label, rows in agent_runs.items()}
 search_tables = {label: second_search_table(rows) for label, rows in hits.items()}
 second_search_figure(search_tables)
 plt.show()
+for label, rows in hits.items():  # per source: does it search again more where the first search missed?
+    shares = []
+    for source in ("hotpotqa", "nq"):
+        table = second_search_table([r for r in rows if r.get("data_source") == source])
+        shares.append(f"{source}: {table['first search missed']['searched_again']:.0%} after a miss, "
+                      f"{table['first search found it']['searched_again']:.0%} after a hit")
+    print(f"{label:22} searched again — " + "; ".join(shares))
+
+# %% [markdown]
+# Read the printed lines source by source. The recorded SFT + GRPO policy never searches again. The
+# two agents do, and on NQ both search again several times more often after a first search that
+# missed than after one that found the answer: the second search follows the evidence. On HotpotQA
+# the multi-search agent searches again after most first searches, a hit or not (a little more often
+# after a miss) — a habit as much as a judgement; the search agent is more selective. Neither rule is written anywhere: both
+# come from which trajectories won their groups.
 
 # %% [markdown]
 # Now only the HotpotQA questions, the two-hop ones. The grey bars are yes/no comparison questions
