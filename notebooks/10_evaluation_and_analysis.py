@@ -294,11 +294,10 @@ plt.show()
 # %%
 from helpers.analyse import SECOND_SEARCH_COLUMNS
 from helpers.course.policies import POLICY_LABELS, SEARCHES_AGAIN, TRAINED_POLICY, policy_run
-from helpers.course.recorded import policy_rows
 
-compared = list(dict.fromkeys((TRAINED_POLICY, "agent", SEARCHES_AGAIN)))
-staged = {f"{policy_run(name)}/{name}": search_learned_table(policy_rows(name), search_client("local"))
-          for name in compared}
+# the tables of "Was search learned?" above (`learned`), which has every one of these policies
+staged = {f"{policy_run(name)}/{name}": learned[f"{policy_run(name)}/{name}"]
+          for name in dict.fromkeys((TRAINED_POLICY, "agent", SEARCHES_AGAIN))}
 display(Markdown(format_search_learned(staged, columns=SECOND_SEARCH_COLUMNS)))
 trained_hotpot, again_hotpot = (staged[f"{policy_run(name)}/{name}"]["hotpotqa"]
                                 for name in (TRAINED_POLICY, SEARCHES_AGAIN))
