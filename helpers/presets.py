@@ -126,7 +126,9 @@ PRESETS["cpu-dry-staged"] = {**PRESETS["cpu-dry"], "stages": STAGED_STAGES, "run
 # of NQ; run on to 138 updates it spread to 24 % of NQ, to 208 to every question. `trim` then pays
 # for right answers and charges only the calls above those of the group's right answers: 15 steps
 # from the 64-step replica gave 79 % of HotpotQA and 10 % of NQ, EM 0.387; from the 70-step one,
-# whose right answers mostly used one search, 28 steps removed the habit (8 % of HotpotQA).
+# whose right answers mostly used one search, 28 steps removed the habit (8 % of HotpotQA). Run again
+# with three seeds, exact match was steady (18-28 % of HotpotQA, <= 2 % of NQ) and `trim` varied: one
+# seed gave 30 % / 2.4 %, two spread the second search to 22 % of NQ, where it rarely pays.
 AGAIN_STAGES: dict[str, dict[str, Any]] = {
     "exact": dict(max_steps=64),
     "trim": {**AGENT_STAGES["trim"], "max_steps": 15},

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One GPU window on the multi-search agent's second stage: which part of `trim` decides whether the
+# second search stays where it pays (HotpotQA) or spreads to questions one search answers (NQ)?
+# From one committed exact-match policy (INIT), stage `trim` of preset h200_again (15 updates) in
+# VARIANTS, side by side, once per seed in SEEDS (a round per seed):
+#   base     `trim` as the recipe has it (gated reward, tool-call penalty λ 0.2, synthetic half);
+#   synth25  a quarter of each batch from the synthetic multi-hop split instead of half (the split's
+#            questions all pay for a second search; does the habit spread from them to NQ?);
+#   tool4    the tool-call penalty doubled (λ 0.4; it only charges calls above the group's right answers);
+#   nosynth  no synthetic questions at all.
+# Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
+# ($R/<variant>_s<seed>/adapter) and evaluated on the test split side by side; then the next round. The
+# table after every round puts INIT's rows (INIT_EVAL) first, so a window cut short still has a table.
+#   setsid nohup bash benchmarks/gpu/trim_variants.sh >/root/window.out 2>&1 </dev/null &
+#   PRESET=cpu-dry-again MODEL=smollm2-135m STAGE_MIN=0.3 INIT=<state> RESULTS=/tmp/r WORK=/tmp/w \
+#     BUNDLE=/nonexistent bash benchmarks/gpu/trim_variants.sh   # on a CPU
+set -u
+PRESET=${PRESET:-h200_again}
+INIT=${INIT:-results/h200_replicas/again_s3_exact/adapter}
+INIT_EVAL=${INIT_EVAL:-benchmarks/gpu/windows/2026-12-04-seeds/again_s3/stage_exact.jsonl}
+VARIANTS=${VARIANTS:-base synth25 tool4}
+SEEDS=${SEEDS:-3 1}
+STAGE_MIN=${STAGE_MIN:-9}
+# three `trim` processes held 40.3-40.4 GiB each under 0.3 (2026-12-04); the shares sum under one
+CAP=${CAP:-0.3}
+source "$(dirname "$0")/common.sh"
+
+variant_args() {  # the --set arguments of a variant, one per line
+  case $1 in
+    base) ;;
+    synth25) echo "trim.synthetic_share=0.25" ;;
+    nosynth) echo "trim.synthetic_share=0" ;;
+    tool4) echo 'trim.reward_options={"lambda_tool": 0.4, "lambda_len": 0.0}' ;;
+    *) return 1 ;;
+  esac
+}
+for variant in $VARIANTS; do
+  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4)"; exit 2; }
+done
+
+log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEEDS stage=${STAGE_MIN}min"
+setup_window
+watch_memory
+
+for seed in $SEEDS; do
+  pids=()
+  for variant in $VARIANTS; do
+    args=(--grpo-stage trim --set "trim.seed=$seed")
+    while IFS= read -r item; do [ -n "$item" ] && args+=(--set "$item"); done < <(variant_args "$variant")
+    grpo_run "${variant}_s$seed" "$INIT" "$STAGE_MIN" "$CAP" "${args[@]}" & pids+=($!)
+  done
+  wait "${pids[@]}"
+  log "round s$seed exported"
+  pids=()
+  for variant in $VARIANTS; do
+    COURSE_CUDA_MEMORY_FRACTION=$CAP eval_run "${variant}_s$seed" & pids+=($!)
+  done
+  wait "${pids[@]}"
+  evals=()
+  [ -f "$INIT_EVAL" ] && evals+=("init=$INIT_EVAL")
+  for run in "$R"/*_s[0-9]*/eval/sft_grpo.jsonl; do
+    [ -f "$run" ] && evals+=("$(basename "$(dirname "$(dirname "$run")")")=$run")
+  done
+  "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
+  log "round s$seed tables: status $?"
+done
+"$PY" benchmarks/bench_grpo_gpu.py report "$WORK"/*/grpo_* --out "$R/throughput.json" 2>&1 | tee -a "$R/window.log"
+cat "$R/tables.md" >>"$R/window.log"
+grep -h "engine: non-finite" "$R"/*.log >"$R/non_finite.log" 2>/dev/null; log "non-finite lines: $(wc -l <"$R/non_finite.log")"
+log "all done"
