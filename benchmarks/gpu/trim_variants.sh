@@ -17,7 +17,7 @@
 set -u
 PRESET=${PRESET:-h200_again}
 INIT=${INIT:-results/h200_replicas/again_s3_exact/adapter}
-INIT_EVAL=${INIT_EVAL:-benchmarks/gpu/windows/2026-12-04-seeds/again_s3/stage_exact.jsonl}
+INIT_EVAL=${INIT_EVAL:-results/h200_again/seeds/eval/seed3_exact.jsonl}
 VARIANTS=${VARIANTS:-base synth25 tool4}
 SEEDS=${SEEDS:-3 1}
 STAGE_MIN=${STAGE_MIN:-9}

@@ -1,0 +1,87 @@
+"""One recipe, several seeds: is a trained policy the recipe's, or one run's luck?
+
+An RL run is one draw. The multi-search agent's recipe (`helpers.presets.AGAIN_STAGES`: exact match,
+then `trim`) was run again from the same SFT adapter with seeds 1-3 and nothing else changed; each
+stage's test evaluation is `results/h200_again/seeds/eval/seed<N>_<stage>.jsonl`. `SEARCH_AGAIN_RULE`
+is the rule the recorded multi-search agent was chosen by, fixed before its runs were evaluated: a
+second search where one search is rarely enough (HotpotQA's two-hop questions), hardly any where it is
+(NQ's), and a second search that pays.
+
+    from helpers.course.seeds import rule_failures, seed_spread_figure, seed_tables
+    tables = seed_tables(search_client("local"))   # {seed: {"exact": table, "trim": table}}
+    rule_failures(tables[1]["trim"])               # [] when the policy meets the rule
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from helpers.analyse import COLUMN_INCHES, OTHER_COLOURS, search_learned_table
+from helpers.course.policies import AGAIN_RUN
+from helpers.course.recorded import eval_rows
+
+SEEDS_RUN = f"{AGAIN_RUN}/seeds"
+SEEDS = (1, 2, 3)
+# the recipe's two stages, in order: each seed's policy after exact match, then after `trim`
+STAGES = ("exact", "trim")
+STAGE_LABELS = {"exact": "exact match", "trim": "then trim"}
+SEARCH_AGAIN_RULE = {"hotpotqa_min": 0.30, "nq_max": 0.15}
+
+Table = Mapping[str, Mapping[str, Any]]
+
+
+def rule_failures(table: Table, rule: Mapping[str, float] = SEARCH_AGAIN_RULE) -> list[str]:
+    """What keeps a policy (its `search_learned_table`) from the search-again rule; [] when it meets it."""
+    hotpot, nq = table["hotpotqa"], table["nq"]
+    failures = []
+    if hotpot["second_search_share"] < rule["hotpotqa_min"]:
+        failures.append(f"HotpotQA: a second search on {hotpot['second_search_share']:.0%}, "
+                        f"under {rule['hotpotqa_min']:.0%}")
+    if nq["second_search_share"] > rule["nq_max"]:
+        failures.append(f"NQ: a second search on {nq['second_search_share']:.0%}, over {rule['nq_max']:.0%}")
+    again, stopped = hotpot["em_if_again"], hotpot["em_if_stopped"]
+    if again is not None and stopped is not None and again < stopped:
+        failures.append(f"HotpotQA: EM {again:.2f} where it searched again, below {stopped:.2f} where it stopped")
+    return failures
+
+
+def seed_tables(search, seeds=SEEDS, run: str = SEEDS_RUN) -> dict[int, dict[str, Table]]:
+    """Per seed and stage, the `search_learned_table` of its recorded test evaluation."""
+    return {seed: {stage: search_learned_table(eval_rows(f"seed{seed}_{stage}", run), search) for stage in STAGES}
+            for seed in seeds}
+
+
+def seed_spread_figure(tables: Mapping[int, Mapping[str, Table]], reference: Table | None = None,
+                       reference_label: str = "recorded policy", rule: Mapping[str, float] = SEARCH_AGAIN_RULE):
+    """Where each seed's policy searches again: NQ's share of second searches across, HotpotQA's up.
+    An arrow per seed goes from its exact-match policy (hollow) to its policy after `trim` (filled);
+    the shaded box is the rule's region (enough second searches on HotpotQA, few on NQ)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    def point(table: Table) -> tuple[float, float]:
+        return table["nq"]["second_search_share"], table["hotpotqa"]["second_search_share"]
+
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES * 0.7, 4.6))
+    ax.add_patch(Rectangle((0, rule["hotpotqa_min"]), rule["nq_max"], 1 - rule["hotpotqa_min"],
+                           color="#2ca02c", alpha=0.12, lw=0))
+    ax.text(rule["nq_max"] / 2, 0.98, "the rule's region", ha="center", va="top", fontsize=9, color="#1b6e1b")
+    widest = rule["nq_max"] * 2
+    for (seed, stages), colour in zip(tables.items(), OTHER_COLOURS):
+        (x0, y0), (x1, y1) = point(stages[STAGES[0]]), point(stages[STAGES[-1]])
+        widest = max(widest, x0, x1)
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->", color=colour, lw=1.5))
+        ax.plot([x0], [y0], "o", mfc="white", color=colour)
+        verdict = "fails the rule" if rule_failures(stages[STAGES[-1]], rule) else "meets the rule"
+        ax.plot([x1], [y1], "o", color=colour, label=f"seed {seed}: {verdict}")
+    if reference is not None:
+        x, y = point(reference)
+        ax.plot([x], [y], "*", ms=14, color="black", label=reference_label)
+    ax.set_xlim(-0.01, min(1.0, widest * 1.15 + 0.02))
+    ax.set_ylim(0, 1.0)
+    ax.set_xlabel("NQ: share of questions with ≥ 2 searches (one search is enough)")
+    ax.set_ylabel("HotpotQA: share with ≥ 2 searches (two hops)")
+    ax.set_title(f"One recipe, {len(tables)} seeds: {STAGE_LABELS[STAGES[0]]} (○) → {STAGE_LABELS[STAGES[-1]]} (●)")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return fig

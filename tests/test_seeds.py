@@ -1,0 +1,78 @@
+"""One recipe, several seeds: the search-again rule reads a policy's table, and the recorded seeds'
+rows back what notebook 10 says of them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+
+from helpers.course.seeds import SEARCH_AGAIN_RULE, SEEDS, STAGES, rule_failures, seed_spread_figure, seed_tables
+from helpers.search import create_search_client
+
+GPU = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
+
+
+def table(hotpot_share, nq_share, em_again=0.4, em_stopped=0.3):
+    return {"hotpotqa": {"second_search_share": hotpot_share, "em_if_again": em_again, "em_if_stopped": em_stopped},
+            "nq": {"second_search_share": nq_share, "em_if_again": None, "em_if_stopped": 0.4}}
+
+
+def test_a_policy_inside_every_bound_meets_the_rule():
+    assert rule_failures(table(SEARCH_AGAIN_RULE["hotpotqa_min"], SEARCH_AGAIN_RULE["nq_max"])) == []
+
+
+@pytest.mark.parametrize("policy, word", [
+    (table(0.29, 0.05), "HotpotQA: a second search"),
+    (table(0.8, 0.16), "NQ: a second search"),
+    (table(0.8, 0.05, em_again=0.27, em_stopped=0.40), "where it searched again"),
+])
+def test_each_bound_is_read_on_its_own(policy, word):
+    (failure,) = rule_failures(policy)
+    assert word in failure
+
+
+def test_a_policy_that_never_searches_again_fails_on_the_share_alone():
+    assert rule_failures(table(0.0, 0.0, em_again=None, em_stopped=0.3)) == [
+        "HotpotQA: a second search on 0%, under 30%"]
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return seed_tables(create_search_client("local"))
+
+
+def test_the_recorded_seeds_back_the_notebooks_reading(recorded):
+    assert set(recorded) == set(SEEDS) and all(set(stages) == set(STAGES) for stages in recorded.values())
+    met = [seed for seed, stages in recorded.items() if not rule_failures(stages["trim"])]
+    assert len(met) == 1  # "one seed of three lands in the region"
+    for stages in recorded.values():  # exact match: steady, few NQ second searches; trim raises HotpotQA's
+        assert stages["exact"]["nq"]["second_search_share"] <= 0.05
+        assert stages["trim"]["hotpotqa"]["second_search_share"] >= stages["exact"]["hotpotqa"]["second_search_share"]
+    spread = [seed for seed, stages in recorded.items() if stages["trim"]["nq"]["second_search_share"] > 0.15]
+    assert len(spread) == 2  # "two of the three also point far to the right"
+
+
+def test_the_figure_draws_an_arrow_and_a_verdict_per_seed(recorded):
+    fig = seed_spread_figure(recorded, reference=recorded[SEEDS[0]]["exact"], reference_label="reference")
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels[-1] == "reference"
+    verdicts = labels[:-1]
+    assert len(verdicts) == len(SEEDS)
+    assert sum("meets the rule" in label for label in verdicts) == 1
+    assert len([t for t in ax.texts if getattr(t, "arrow_patch", None) is not None]) == len(SEEDS)
+
+
+def test_trim_variants_refuses_an_unknown_variant_before_any_setup(tmp_path):
+    done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "VARIANTS": "base bogus", "RESULTS": str(tmp_path / "r"),
+                               "BUNDLE": str(tmp_path / "b"), "WORK": str(tmp_path / "w")})
+    assert done.returncode == 2
+    assert "unknown variant bogus" in done.stdout
+    assert not (tmp_path / "r" / "setup.log").exists()
