@@ -221,6 +221,11 @@ def summarise_run(folder: Path) -> dict:
             "updates_per_min": round(updates / minutes, 2) if minutes else None,
             "informative_groups": informative,
             "informative_groups_per_min": round(informative / minutes, 1) if minutes else None,
+            # the trainer's input tokens (prompt, search results, own turns) a second of its training time,
+            # over the steps after the first: what the trainer's settings (COURSE_ENGINE_RECOMPUTE) change
+            "training_tokens_per_s": (round(sum(r.get("input_tokens", 0) for r in later)
+                                            / sum(r.get("time_training", 0.0) for r in later))
+                                      if sum(r.get("time_training", 0.0) for r in later) else None),
             "kl_k3_max": max((r.get("kl_sampler_trainer_k3") or 0.0) for r in rows),
             # steps whose gradient was not finite (dropped by the engine: not an update), and the
             # importance ratio's widest log over the run, what such a step shows first
@@ -241,7 +246,8 @@ def report(args) -> list[dict]:
               f"({summary['updates_per_min']:.2f}/min), first step {summary['first_step_s']:.1f} s, median step "
               f"{m['time_step']:.1f} s (sampling {m['time_sampling']:.1f}, search {m['time_search']:.1f} of which "
               f"searches {m['time_search_latency_sum']:.1f}, training {m['time_training']:.1f}), informative groups "
-              f"{summary['informative_groups_per_min']:.1f}/min, max sampler-trainer KL {summary['kl_k3_max']:.2e}, "
+              f"{summary['informative_groups_per_min']:.1f}/min, trainer {summary['training_tokens_per_s'] or 0:,} "
+              f"input tokens/s, max sampler-trainer KL {summary['kl_k3_max']:.2e}, "
               f"{summary['skipped_non_finite']} steps skipped for a non-finite gradient"
               + (f", max log-ratio {summary['log_ratio_max']:.3g}" if summary["log_ratio_max"] is not None else ""),
               flush=True)

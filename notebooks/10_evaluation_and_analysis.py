@@ -339,17 +339,15 @@ print(f"HotpotQA: the {POLICY_LABELS[SEARCHES_AGAIN]} searched again on {again_h
 # Predict before you run the cell: will every seed land in the rule's region?
 
 # %%
-from helpers.course.seeds import rule_failures, seed_spread_figure, seed_tables
+from helpers.course.seeds import STAGE_LABELS, seed_spread_figure, seed_tables, verdict_table
 
 seeds = seed_tables(search_client("local"))
-seed_spread_figure(seeds, reference=staged[f"{policy_run(SEARCHES_AGAIN)}/{SEARCHES_AGAIN}"],
-                   reference_label=f"{POLICY_LABELS[SEARCHES_AGAIN]} (recorded)")
+recorded_again = staged[f"{policy_run(SEARCHES_AGAIN)}/{SEARCHES_AGAIN}"]
+seed_spread_figure(seeds, reference=recorded_again, reference_label=f"{POLICY_LABELS[SEARCHES_AGAIN]} (recorded)")
 plt.show()
-for seed, stages in seeds.items():
-    for stage, table in stages.items():
-        failures = rule_failures(table)
-        print(f"seed {seed}, {stage:5}: EM {table['all']['em_strict']:.3f}; "
-              + ("meets the rule" if not failures else "; ".join(failures)))
+display(verdict_table({f"{POLICY_LABELS[SEARCHES_AGAIN]} (recorded)": recorded_again}
+                      | {f"seed {seed}, {STAGE_LABELS[stage]}": table
+                         for seed, stages in seeds.items() for stage, table in stages.items()}))
 
 # %% [markdown]
 # Read the arrows. The exact-match stage is the steady part: the three hollow points sit close

@@ -306,6 +306,44 @@ def test_internal_micro_batches_do_not_change_the_gradient(service, prompt, monk
         assert float((a - b).abs().max()) <= 1e-4 * scale
 
 
+def test_keeping_activations_gives_the_gradient_that_recomputing_them_gives(service, prompt, monkeypatch):
+    from helpers.engine import training as training_module
+
+    data = [_ce(prompt), _ce(prompt[:9]), _ce(prompt[3:])]
+    model = get_host(MODEL).model
+    grads = []
+    try:
+        for setting in ("1", "0"):
+            monkeypatch.setenv(training_module.RECOMPUTE_SETTING, setting)
+            if setting == "0":  # the host's model is shared: take off what an earlier run switched on
+                model.activation_checkpointing_disable()
+            tc = service.create_lora_training_client(MODEL, rank=4, seed=2, train_mlp=False)
+            assert model.is_activation_checkpointing == (setting == "1")
+            out = tc.forward_backward(data, "cross_entropy").result()
+            grads.append((out.metrics["loss_sum"], [p.grad.clone() for p in tc._run.params]))
+            tc.optim_step(trio.AdamParams(learning_rate=0.0)).result()
+    finally:
+        monkeypatch.undo()
+        training_module._enable_activation_checkpointing(model)
+    assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-6)
+    scale = max(float(g.abs().max()) for g in grads[0][1])
+    assert scale > 0
+    for a, b in zip(grads[0][1], grads[1][1]):
+        assert float((a - b).abs().max()) <= 1e-5 * scale
+
+
+def test_the_recompute_setting_sizes_micro_batches_and_refuses_other_values(monkeypatch):
+    from helpers.engine import training as training_module
+
+    monkeypatch.setenv(training_module.RECOMPUTE_SETTING, "1")
+    kept = training_module.tokens_per_micro_batch("cuda")
+    monkeypatch.setenv(training_module.RECOMPUTE_SETTING, "0")
+    assert training_module.tokens_per_micro_batch("cuda") == kept // 4
+    monkeypatch.setenv(training_module.RECOMPUTE_SETTING, "off")
+    with pytest.raises(ValueError, match="COURSE_ENGINE_RECOMPUTE='off': choose 1"):
+        training_module.tokens_per_micro_batch("cuda")
+
+
 def _policy_datum(ids, trained_from):
     n = len(ids) - 1
     advantages = [0.0] * trained_from + [0.7] * (n - trained_from)

@@ -51,11 +51,13 @@ def test_the_throughput_report_counts_as_updates_only_the_steps_that_changed_the
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     step = dict(time_step=30.0, time_sampling=10.0, time_search=1.0, time_search_latency_sum=1.0, time_training=5.0)
-    rows = [dict(step, informative_groups=6), dict(step, informative_groups=0),  # nothing to learn from
-            dict(step, informative_groups=5, optim_skipped=True, log_ratio_max=0.5),  # a non-finite gradient
-            dict(step, informative_groups=7)]
+    rows = [dict(step, informative_groups=6, input_tokens=99_999),  # the first step: left out of the trainer's rate
+            dict(step, informative_groups=0, input_tokens=0),  # nothing to learn from
+            dict(step, informative_groups=5, optim_skipped=True, log_ratio_max=0.5, input_tokens=20_000),  # a non-finite gradient
+            dict(step, informative_groups=7, input_tokens=40_000)]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = bench.summarise_run(tmp_path)
     assert (summary["steps"], summary["updates"], summary["minutes"]) == (4, 2, 2.0)
     assert summary["updates_per_min"] == 1.0 and summary["informative_groups_per_min"] == 9.0
     assert summary["skipped_non_finite"] == 1 and summary["log_ratio_max"] == 0.5
+    assert summary["training_tokens_per_s"] == 4000  # 60,000 tokens in 3 later steps of 5 s of training

@@ -12,7 +12,8 @@ matplotlib.use("Agg")
 
 import pytest
 
-from helpers.course.seeds import SEARCH_AGAIN_RULE, SEEDS, STAGES, rule_failures, seed_spread_figure, seed_tables
+from helpers.course.seeds import (SEARCH_AGAIN_RULE, SEEDS, STAGES, main, rule_failures, seed_spread_figure, seed_tables,
+                                  verdict_table)
 from helpers.search import create_search_client
 
 GPU = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
@@ -21,6 +22,10 @@ GPU = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
 def table(hotpot_share, nq_share, em_again=0.4, em_stopped=0.3):
     return {"hotpotqa": {"second_search_share": hotpot_share, "em_if_again": em_again, "em_if_stopped": em_stopped},
             "nq": {"second_search_share": nq_share, "em_if_again": None, "em_if_stopped": 0.4}}
+
+
+def with_all(policy, em=0.4):
+    return {**policy, "all": {"em_strict": em}}
 
 
 def test_a_policy_inside_every_bound_meets_the_rule():
@@ -76,3 +81,22 @@ def test_trim_variants_refuses_an_unknown_variant_before_any_setup(tmp_path):
     assert done.returncode == 2
     assert "unknown variant bogus" in done.stdout
     assert not (tmp_path / "r" / "setup.log").exists()
+
+
+def test_the_verdict_table_names_what_keeps_each_policy_from_the_rule():
+    cells = verdict_table({"inside": with_all(table(0.5, 0.1)), "spread": with_all(table(0.8, 0.22))})
+    by_label = {row[0]: row for row in cells.rows}
+    assert by_label["inside"][-1] == "meets the rule"
+    assert by_label["spread"][-1] == "NQ: a second search on 22%, over 15%"
+    assert by_label["spread"][1:3] == ["80%", "22%"]
+    assert "<td>" in cells._repr_html_()
+
+
+def test_the_command_reads_evaluation_rows_and_prints_the_verdicts(capsys):
+    rows = Path(__file__).resolve().parents[1] / "results" / "h200_again" / "seeds" / "eval"
+    main([f"seed1={rows / 'seed1_trim.jsonl'}", f"seed2={rows / 'seed2_trim.jsonl'}"])
+    printed = capsys.readouterr().out
+    assert "| seed1 | 56% | 22% |" in printed and "over 15%" in printed
+    assert "| seed2 | 30% | 2% |" in printed and "meets the rule" in printed
+    with pytest.raises(SystemExit):
+        main(["no-equals-sign"])

@@ -9,8 +9,10 @@
 #   tool4    the tool-call penalty doubled (λ 0.4; it only charges calls above the group's right answers);
 #   nosynth  no synthetic questions at all.
 # Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
-# ($R/<variant>_s<seed>/adapter) and evaluated on the test split side by side; then the next round. The
-# table after every round puts INIT's rows (INIT_EVAL) first, so a window cut short still has a table.
+# ($R/<variant>_s<seed>/adapter) and evaluated side by side on the test split (for the record) and the
+# validation split (for choosing); then the next round. After every round `tables.md` and `verdicts.md`
+# (each policy against the search-again rule, `helpers.course.seeds`) put INIT's test rows (INIT_EVAL)
+# first, so a window cut short still has its tables.
 #   setsid nohup bash benchmarks/gpu/trim_variants.sh >/root/window.out 2>&1 </dev/null &
 #   PRESET=cpu-dry-again MODEL=smollm2-135m STAGE_MIN=0.3 INIT=<state> RESULTS=/tmp/r WORK=/tmp/w \
 #     BUNDLE=/nonexistent bash benchmarks/gpu/trim_variants.sh   # on a CPU
@@ -23,6 +25,10 @@ SEEDS=${SEEDS:-3 1}
 STAGE_MIN=${STAGE_MIN:-9}
 # three `trim` processes held 40.3-40.4 GiB each under 0.3 (2026-12-04); the shares sum under one
 CAP=${CAP:-0.3}
+# the rounds whose seed is listed here train with COURSE_ENGINE_RECOMPUTE=0 (activations kept, not
+# recomputed in backward: the same gradient, less arithmetic, smaller micro-batches); the report's
+# trainer tokens a second set them against the other rounds
+KEEP_ACTIVATIONS_SEEDS=${KEEP_ACTIVATIONS_SEEDS:-1}
 source "$(dirname "$0")/common.sh"
 
 variant_args() {  # the --set arguments of a variant, one per line
@@ -43,28 +49,41 @@ setup_window
 watch_memory
 
 for seed in $SEEDS; do
+  recompute=1
+  case " $KEEP_ACTIVATIONS_SEEDS " in *" $seed "*) recompute=0 ;; esac
+  log "round s$seed: COURSE_ENGINE_RECOMPUTE=$recompute"
   pids=()
   for variant in $VARIANTS; do
     args=(--grpo-stage trim --set "trim.seed=$seed")
     while IFS= read -r item; do [ -n "$item" ] && args+=(--set "$item"); done < <(variant_args "$variant")
-    grpo_run "${variant}_s$seed" "$INIT" "$STAGE_MIN" "$CAP" "${args[@]}" & pids+=($!)
+    COURSE_ENGINE_RECOMPUTE=$recompute grpo_run "${variant}_s$seed" "$INIT" "$STAGE_MIN" "$CAP" "${args[@]}" & pids+=($!)
   done
   wait "${pids[@]}"
   log "round s$seed exported"
   pids=()
   for variant in $VARIANTS; do
-    COURSE_CUDA_MEMORY_FRACTION=$CAP eval_run "${variant}_s$seed" & pids+=($!)
+    name=${variant}_s$seed
+    # the test split for the record, the validation split (50 HotpotQA, 200 NQ) for choosing
+    ( COURSE_CUDA_MEMORY_FRACTION=$CAP eval_run "$name"
+      COURSE_CUDA_MEMORY_FRACTION=$CAP experiment "val_$name" --out "$R/$name/validation" --work "$WORK/$name" \
+        --stage eval --only sft_grpo --set eval.split=validation ) & pids+=($!)
   done
   wait "${pids[@]}"
-  evals=()
-  [ -f "$INIT_EVAL" ] && evals+=("init=$INIT_EVAL")
+  evals=() verdicts=() chosen=()
+  [ -f "$INIT_EVAL" ] && evals+=("init=$INIT_EVAL") && verdicts+=("init=$INIT_EVAL")
   for run in "$R"/*_s[0-9]*/eval/sft_grpo.jsonl; do
-    [ -f "$run" ] && evals+=("$(basename "$(dirname "$(dirname "$run")")")=$run")
+    name=$(basename "$(dirname "$(dirname "$run")")")
+    evals+=("$name=$run"); verdicts+=("$name=$run")
+    [ -f "$R/$name/validation/eval/sft_grpo.jsonl" ] && chosen+=("$name=$R/$name/validation/eval/sft_grpo.jsonl")
   done
   "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
   log "round s$seed tables: status $?"
+  { echo "test split"; "$PY" -m helpers.course.seeds "${verdicts[@]}"
+    [ ${#chosen[@]} -gt 0 ] && echo && echo "validation split" && "$PY" -m helpers.course.seeds "${chosen[@]}"
+  } >"$R/verdicts.md" 2>>"$R/tables.log"
+  log "round s$seed verdicts: status $?"
 done
 "$PY" benchmarks/bench_grpo_gpu.py report "$WORK"/*/grpo_* --out "$R/throughput.json" 2>&1 | tee -a "$R/window.log"
-cat "$R/tables.md" >>"$R/window.log"
+cat "$R/verdicts.md" "$R/tables.md" >>"$R/window.log"
 grep -h "engine: non-finite" "$R"/*.log >"$R/non_finite.log" 2>/dev/null; log "non-finite lines: $(wc -l <"$R/non_finite.log")"
 log "all done"

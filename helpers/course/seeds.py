@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from helpers.analyse import COLUMN_INCHES, OTHER_COLOURS, search_learned_table
+from helpers.analyse import COLUMN_INCHES, OTHER_COLOURS, Table as Cells, search_learned_table
 from helpers.course.policies import AGAIN_RUN
 from helpers.course.recorded import eval_rows
 
@@ -85,3 +85,42 @@ def seed_spread_figure(tables: Mapping[int, Mapping[str, Table]], reference: Tab
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def verdict_table(tables: Mapping[str, Table]) -> Cells:
+    """Per policy its second-search shares, EM where it searched again / stopped, EM, and what keeps
+    it from the rule ("meets the rule" when nothing does); HTML in a notebook, Markdown printed."""
+
+    def cell(value) -> str:
+        return "–" if value is None else f"{value:.3f}"
+
+    rows = [[label, f"{t['hotpotqa']['second_search_share']:.0%}", f"{t['nq']['second_search_share']:.0%}",
+             f"{cell(t['hotpotqa']['em_if_again'])} / {cell(t['hotpotqa']['em_if_stopped'])}",
+             cell(t["all"]["em_strict"]), "; ".join(rule_failures(t)) or "meets the rule"]
+            for label, t in tables.items()]
+    return Cells(["policy", "≥ 2 searches HotpotQA", "≥ 2 searches NQ",
+                         "EM searched again / stopped (HotpotQA)", "EM", "rule"], rows)
+
+
+def main(argv=None) -> None:
+    """python -m helpers.course.seeds LABEL=ROWS.jsonl ...: each policy's evaluation rows against the rule."""
+    import argparse
+
+    from helpers.runs import read_jsonl
+    from helpers.search import create_search_client
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.course.seeds", description=main.__doc__)
+    parser.add_argument("runs", nargs="+", metavar="LABEL=ROWS.jsonl")
+    args = parser.parse_args(argv)
+    search = create_search_client("local")
+    tables = {}
+    for item in args.runs:
+        label, sep, path = item.partition("=")
+        if not sep or not label:
+            parser.error(f"expected LABEL=ROWS.jsonl, got {item!r}")
+        tables[label] = search_learned_table(read_jsonl(path), search)
+    print(verdict_table(tables))
+
+
+if __name__ == "__main__":
+    main()

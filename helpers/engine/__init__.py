@@ -54,6 +54,9 @@ Details worth knowing:
   and COURSE_ENGINE_COMPILE=0 switch these off/on. COURSE_ENGINE_DECODE=graphs|static|dynamic picks the
   decode path; COURSE_ENGINE_FUSE=0 runs the graphs path's layer projection by projection, =merge and/or
   =inductor (comma-joined) the fused layer with its LoRA merged into the weights / its halves compiled.
+- Training recomputes each decoder layer's activations in backward (less memory, bigger micro-batches);
+  COURSE_ENGINE_RECOMPUTE=0 keeps them instead (less arithmetic, micro-batches a quarter the size; the
+  same gradient).
 - `probe_loss_normalisation(training_client)` measures a backend's reduction;
   `measure_logprob_agreement(training_client, sampling_client, prompts, params)` reports the
   sampler/trainer mismatch as a KL.

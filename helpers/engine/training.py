@@ -86,9 +86,25 @@ class LoraLayout:
         return f"sampler_r{self.rank}_{flags}"
 
 
+RECOMPUTE_SETTING = "COURSE_ENGINE_RECOMPUTE"
+
+
+def recompute() -> bool:
+    """COURSE_ENGINE_RECOMPUTE (default 1): recompute each decoder layer's activations in backward
+    instead of keeping them. Off, backward skips one forward of every layer (about a quarter of a
+    training step's arithmetic) for activation memory that grows with the layers, so micro-batches
+    are smaller; the gradient is the same either way."""
+    raw = os.environ.get(RECOMPUTE_SETTING, "1").strip()
+    if raw not in {"0", "1"}:
+        raise ValueError(f"{RECOMPUTE_SETTING}={raw!r}: choose 1 (recompute activations, the default) or 0 (keep them)")
+    return raw == "1"
+
+
 def tokens_per_micro_batch(device: str) -> int:
-    """Padded tokens per internal micro-batch (bounds activation memory, not the maths)."""
-    return 32768 if device == "cuda" else 2048
+    """Padded tokens per internal micro-batch (bounds activation memory, not the maths): every
+    layer's activations are kept without recomputation, so a micro-batch holds a quarter as many."""
+    budget = 32768 if device == "cuda" else 2048
+    return budget if recompute() else budget // 4
 
 
 class LoraRun:
@@ -102,7 +118,8 @@ class LoraRun:
         self.started = False  # a training operation ran (load_state is refused after)
         self.steps = 0
         cfg = host.lora_config(layout.rank, layout.train_mlp, layout.train_attn, layout.train_unembed)
-        _enable_activation_checkpointing(host.model)
+        if recompute():
+            _enable_activation_checkpointing(host.model)
         host.add_adapter(self.name, cfg, seed)
         ensure_slot(host, layout)
         self.params = [p for n, p in host.peft.named_parameters() if f".{self.name}." in n]
@@ -167,7 +184,7 @@ class LoraRun:
         model = self.host.peft
         before = [None if p.grad is None else p.grad.clone() for p in self.params] if backward else None
         if backward:
-            model.train()  # enables gradient checkpointing of the decoder layers
+            model.train()  # enables gradient checkpointing of the decoder layers (when recompute() is on)
         try:
             with torch.set_grad_enabled(backward):
                 lp = sequence_logprobs(model, tensors["ids"], tensors["mask"], tensors["targets"],
