@@ -351,7 +351,7 @@ display(verdict_table({f"{POLICY_LABELS[SEARCHES_AGAIN]} (recorded)": recorded_a
 
 # %% [markdown]
 # Read the arrows. The exact-match stage is the steady part: the three hollow points sit close
-# together, with a second search on about a fifth to a quarter of HotpotQA and almost none of NQ. `trim`
+# together, with a second search on a fifth to nearly a third of HotpotQA and almost none of NQ. `trim`
 # is where the runs part. Every arrow points up (it raises the second search on HotpotQA in every run),
 # but two of the three also point far to the right: the second search spreads to NQ, where it mostly
 # loses answers one search would have given. One seed of three lands in the region, and none reaches the
@@ -443,6 +443,29 @@ my_cost = None
 check_second_search_cost(hits.get(payoff_run, []), my_cost)
 
 # %% [markdown]
+# 5. Write the rule the multi-search agent was chosen by as a function of a policy's table (the tables
+#    of `seeds` above are such tables), then apply it to every seed's policy after `trim`.
+
+# %% tags=["exercise"]
+from helpers.checkers import check_search_again_rule
+from helpers.course.seeds import SEARCH_AGAIN_RULE
+
+
+def meets_search_again_rule(table: dict) -> bool:
+    """Whether a policy meets the search-again rule. `table["hotpotqa"]` and `table["nq"]` hold
+    "second_search_share" (the share of questions with 2 or more searches) and "em_if_again" /
+    "em_if_stopped" (strict EM where it searched again / stopped; None where no question did).
+
+    The rule: HotpotQA's share at least SEARCH_AGAIN_RULE["hotpotqa_min"], NQ's at most
+    SEARCH_AGAIN_RULE["nq_max"], and on HotpotQA the EM where it searched again not below the EM where
+    it stopped (when both exist).
+    """
+    raise NotImplementedError("write meets_search_again_rule")  # your code here
+
+
+check_search_again_rule(meets_search_again_rule)
+
+# %% [markdown]
 # ---
 #
 # ### Solution
@@ -456,6 +479,19 @@ check_searched_again_when_missed(hits.get(my_run, []),
                                  second_search_table(hits.get(my_run, []))["first search missed"]["searched_again"])
 found = second_search_table(hits.get(payoff_run, []))["first search found it"]
 check_second_search_cost(hits.get(payoff_run, []), (found["em_strict_if_once"] or 0.0) - (found["em_strict_if_again"] or 0.0))
+
+
+def meets_search_again_rule(table):
+    hotpot, nq = table["hotpotqa"], table["nq"]
+    again, stopped = hotpot["em_if_again"], hotpot["em_if_stopped"]
+    return (hotpot["second_search_share"] >= SEARCH_AGAIN_RULE["hotpotqa_min"]
+            and nq["second_search_share"] <= SEARCH_AGAIN_RULE["nq_max"]
+            and (again is None or stopped is None or again >= stopped))
+
+
+check_search_again_rule(meets_search_again_rule)
+print("seeds whose policy after trim meets the rule:",
+      [seed for seed, stages in seeds.items() if meets_search_again_rule(stages["trim"])])
 
 # %% [markdown]
 # ## What we observed and why

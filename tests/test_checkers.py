@@ -13,6 +13,7 @@ import torch
 from helpers import checkers
 from helpers.checkers.loss import engine_loss
 from helpers.efficiency import gated_reward, tool_penalties
+from helpers.course.seeds import SEARCH_AGAIN_RULE, rule_failures
 from helpers.evidence import build_report, gold_passage_ids, query_differs
 from helpers.preference import bt_loss, symmetrised_loss
 from helpers.protocol import parse_assistant
@@ -64,6 +65,7 @@ REFERENCES = [
     (checkers.check_blocks_that_fit, blocks_that_fit),
     (checkers.check_new_gold_per_search, new_gold_per_search),
     (checkers.check_rewrite_bonus, rewrite_bonus),
+    (checkers.check_search_again_rule, lambda table: not rule_failures(table)),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
@@ -73,6 +75,7 @@ EXERCISES = {
     "05": {"consume_assistant"},
     "07": {"build_datum"},
     "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean", "importance_sampling_loss"},
+    "10": {"meets_search_again_rule"},
     "11": {"tool_penalties", "rewrite_bonus"},
     "14": {"symmetrised_loss", "gate"},
 }
@@ -206,7 +209,18 @@ def _near_misses():
             t.searches[0].query, group.example.question) and set(gold_passage_ids(group.example)) & set(
             t.searches[0].passage_ids) else 0.0) for r, t in zip(plain, group.trajectories)])
 
+    def strict_bounds(table):  # reads "at least 30 %" as "more than 30 %"
+        hotpot, nq = table["hotpotqa"], table["nq"]
+        return (hotpot["second_search_share"] > SEARCH_AGAIN_RULE["hotpotqa_min"]
+                and nq["second_search_share"] < SEARCH_AGAIN_RULE["nq_max"])
+
+    def shares_only(table):  # forgets whether the second search pays
+        return (table["hotpotqa"]["second_search_share"] >= SEARCH_AGAIN_RULE["hotpotqa_min"]
+                and table["nq"]["second_search_share"] <= SEARCH_AGAIN_RULE["nq_max"])
+
     return [
+        (checkers.check_search_again_rule, strict_bounds),
+        (checkers.check_search_again_rule, shares_only),
         (checkers.check_symmetrised_loss, one_order),
         (checkers.check_gate, linear_sum),
         (checkers.check_rewrite_bonus, exact_match_reward),
