@@ -100,3 +100,10 @@ def test_the_command_reads_evaluation_rows_and_prints_the_verdicts(capsys):
     assert "| seed2 | 30% | 2% |" in printed and "meets the rule" in printed
     with pytest.raises(SystemExit):
         main(["no-equals-sign"])
+
+
+def test_an_evaluation_without_one_source_is_named_not_a_crash():
+    hotpot_only = {"hotpotqa": table(0.5, 0.0)["hotpotqa"], "all": {"em_strict": 0.3}}
+    assert rule_failures(hotpot_only) == ["no nq questions in the evaluation"]
+    (row,) = verdict_table({"validation, two rows": hotpot_only}).rows
+    assert row[1:3] == ["50%", "–"] and row[-1] == "no nq questions in the evaluation"

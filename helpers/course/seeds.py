@@ -32,6 +32,9 @@ Table = Mapping[str, Mapping[str, Any]]
 
 def rule_failures(table: Table, rule: Mapping[str, float] = SEARCH_AGAIN_RULE) -> list[str]:
     """What keeps a policy (its `search_learned_table`) from the search-again rule; [] when it meets it."""
+    missing = [source for source in ("hotpotqa", "nq") if source not in table]
+    if missing:  # an evaluation of one source only (a small or filtered split) cannot be read by the rule
+        return [f"no {' or '.join(missing)} questions in the evaluation"]
     hotpot, nq = table["hotpotqa"], table["nq"]
     failures = []
     if hotpot["second_search_share"] < rule["hotpotqa_min"]:
@@ -94,8 +97,12 @@ def verdict_table(tables: Mapping[str, Table]) -> Cells:
     def cell(value) -> str:
         return "–" if value is None else f"{value:.3f}"
 
-    rows = [[label, f"{t['hotpotqa']['second_search_share']:.0%}", f"{t['nq']['second_search_share']:.0%}",
-             f"{cell(t['hotpotqa']['em_if_again'])} / {cell(t['hotpotqa']['em_if_stopped'])}",
+    def share(t: Table, source: str) -> str:
+        return f"{t[source]['second_search_share']:.0%}" if source in t else "–"
+
+    empty = {"em_if_again": None, "em_if_stopped": None}
+    rows = [[label, share(t, "hotpotqa"), share(t, "nq"),
+             f"{cell(t.get('hotpotqa', empty)['em_if_again'])} / {cell(t.get('hotpotqa', empty)['em_if_stopped'])}",
              cell(t["all"]["em_strict"]), "; ".join(rule_failures(t)) or "meets the rule"]
             for label, t in tables.items()]
     return Cells(["policy", "≥ 2 searches HotpotQA", "≥ 2 searches NQ",
