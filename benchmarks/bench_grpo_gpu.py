@@ -246,7 +246,8 @@ def report(args) -> list[dict]:
               f"({summary['updates_per_min']:.2f}/min), first step {summary['first_step_s']:.1f} s, median step "
               f"{m['time_step']:.1f} s (sampling {m['time_sampling']:.1f}, search {m['time_search']:.1f} of which "
               f"searches {m['time_search_latency_sum']:.1f}, training {m['time_training']:.1f}), informative groups "
-              f"{summary['informative_groups_per_min']:.1f}/min, trainer {summary['training_tokens_per_s'] or 0:,} "
+              f"{summary['informative_groups_per_min']:.1f}/min, trainer "
+              f"{format(summary['training_tokens_per_s'], ',') if summary['training_tokens_per_s'] else '–'} "
               f"input tokens/s, max sampler-trainer KL {summary['kl_k3_max']:.2e}, "
               f"{summary['skipped_non_finite']} steps skipped for a non-finite gradient"
               + (f", max log-ratio {summary['log_ratio_max']:.3g}" if summary["log_ratio_max"] is not None else ""),
