@@ -14,18 +14,10 @@ import pytest
 
 from helpers.course.seeds import (SEARCH_AGAIN_RULE, SEEDS, STAGES, main, rule_failures, seed_spread_figure, seed_tables,
                                   verdict_table)
+from helpers.checkers.seeds import policy_table as table
 from helpers.search import create_search_client
 
 GPU = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
-
-
-def table(hotpot_share, nq_share, em_again=0.4, em_stopped=0.3):
-    return {"hotpotqa": {"second_search_share": hotpot_share, "em_if_again": em_again, "em_if_stopped": em_stopped},
-            "nq": {"second_search_share": nq_share, "em_if_again": None, "em_if_stopped": 0.4}}
-
-
-def with_all(policy, em=0.4):
-    return {**policy, "all": {"em_strict": em}}
 
 
 def test_a_policy_inside_every_bound_meets_the_rule():
@@ -84,7 +76,7 @@ def test_trim_variants_refuses_an_unknown_variant_before_any_setup(tmp_path):
 
 
 def test_the_verdict_table_names_what_keeps_each_policy_from_the_rule():
-    cells = verdict_table({"inside": with_all(table(0.5, 0.1)), "spread": with_all(table(0.8, 0.22))})
+    cells = verdict_table({"inside": table(0.5, 0.1), "spread": table(0.8, 0.22)})
     by_label = {row[0]: row for row in cells.rows}
     assert by_label["inside"][-1] == "meets the rule"
     assert by_label["spread"][-1] == "NQ: a second search on 22%, over 15%"

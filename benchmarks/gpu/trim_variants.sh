@@ -69,16 +69,16 @@ for seed in $SEEDS; do
         --stage eval --only sft_grpo --set eval.split=validation ) & pids+=($!)
   done
   wait "${pids[@]}"
-  evals=() verdicts=() chosen=()
-  [ -f "$INIT_EVAL" ] && evals+=("init=$INIT_EVAL") && verdicts+=("init=$INIT_EVAL")
+  evals=() chosen=()
+  [ -f "$INIT_EVAL" ] && evals+=("init=$INIT_EVAL")
   for run in "$R"/*_s[0-9]*/eval/sft_grpo.jsonl; do
     name=$(basename "$(dirname "$(dirname "$run")")")
-    evals+=("$name=$run"); verdicts+=("$name=$run")
+    evals+=("$name=$run")
     [ -f "$R/$name/validation/eval/sft_grpo.jsonl" ] && chosen+=("$name=$R/$name/validation/eval/sft_grpo.jsonl")
   done
   "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
   log "round s$seed tables: status $?"
-  { echo "test split"; "$PY" -m helpers.course.seeds "${verdicts[@]}"
+  { echo "test split"; "$PY" -m helpers.course.seeds "${evals[@]}"
     [ ${#chosen[@]} -gt 0 ] && echo && echo "validation split" && "$PY" -m helpers.course.seeds "${chosen[@]}"
   } >"$R/verdicts.md" 2>>"$R/tables.log"
   log "round s$seed verdicts: status $?"

@@ -94,19 +94,17 @@ def verdict_table(tables: Mapping[str, Table]) -> Cells:
     """Per policy its second-search shares, EM where it searched again / stopped, EM, and what keeps
     it from the rule ("meets the rule" when nothing does); HTML in a notebook, Markdown printed."""
 
-    def cell(value) -> str:
-        return "–" if value is None else f"{value:.3f}"
+    def shown(value, fmt: str) -> str:  # – for a source the evaluation lacks, or an empty group
+        return "–" if value is None else format(value, fmt)
 
-    def share(t: Table, source: str) -> str:
-        return f"{t[source]['second_search_share']:.0%}" if source in t else "–"
-
-    empty = {"em_if_again": None, "em_if_stopped": None}
-    rows = [[label, share(t, "hotpotqa"), share(t, "nq"),
-             f"{cell(t.get('hotpotqa', empty)['em_if_again'])} / {cell(t.get('hotpotqa', empty)['em_if_stopped'])}",
-             cell(t["all"]["em_strict"]), "; ".join(rule_failures(t)) or "meets the rule"]
-            for label, t in tables.items()]
-    return Cells(["policy", "≥ 2 searches HotpotQA", "≥ 2 searches NQ",
-                         "EM searched again / stopped (HotpotQA)", "EM", "rule"], rows)
+    rows = []
+    for label, t in tables.items():
+        hotpot, nq = t.get("hotpotqa", {}), t.get("nq", {})
+        rows.append([label, shown(hotpot.get("second_search_share"), ".0%"), shown(nq.get("second_search_share"), ".0%"),
+                     f"{shown(hotpot.get('em_if_again'), '.3f')} / {shown(hotpot.get('em_if_stopped'), '.3f')}",
+                     shown(t["all"]["em_strict"], ".3f"), "; ".join(rule_failures(t)) or "meets the rule"])
+    return Cells(["policy", "≥ 2 searches HotpotQA", "≥ 2 searches NQ", "EM searched again / stopped (HotpotQA)",
+                  "EM", "rule"], rows)
 
 
 def main(argv=None) -> None:
