@@ -5,6 +5,8 @@
                                                         # the graph path's layer variant (helpers.engine.graphs)
     COURSE_ENGINE_DECODE=static python benchmarks/bench_grpo_gpu.py decode ...         # the compiled transformers step
     python benchmarks/bench_grpo_gpu.py report runs/a/grpo_habit runs/b/grpo_habit        # GRPO runs' metrics
+    python benchmarks/bench_grpo_gpu.py train --rows 96 --length 1200 --trained 48 --trace 25   # the trainer alone
+    COURSE_ENGINE_RECOMPUTE=0 python benchmarks/bench_grpo_gpu.py train ...   # activations kept (own process)
 
 `decode`: B distinct prompts sampled once each at temperature 1, `max-tokens` new tokens per row with
 EOS ignored, through the engine's sampling client (prefill included), after one untimed call whose
@@ -17,6 +19,16 @@ length, over the device's copy bandwidth measured here (bytes read + written by 
 device time goes: the N kernels with the most self time, totals by kind (GEMM, attention, elementwise
 and norms, copies and cache writes, sampling) and kernels per decode step. GPU only: the engine
 decodes on its own thread, which a CPU trace does not see.
+
+`train`: the trainer alone on one GRPO step's worth of datums shaped like a search agent's (`rows`
+trajectories of about `length` tokens, the last `trained` of each the policy's own, the rest prompt and
+search results): one `forward_backward(importance_sampling)` over all of them and one `optim_step`, after
+one untimed step (compilation, allocator warm-up). It prints input tokens a second, the arithmetic that
+rate implies and, with `--trace N`, where the step's device time goes, so a trainer change is measured
+without sampling or search in the way. The arithmetic counts per input token 2 FLOPs per non-embedding
+weight for the forward, 2 for the backward to the activations (a LoRA trains no base weight, so there is
+no weight-gradient pass over them), 2 more when activations are recomputed, and 2 × vocab × hidden for
+the unembedding of every position; attention's own arithmetic is left out (a lower bound).
 
 `report`: from each run's `metrics.jsonl` the first step, the median later step and its parts,
 updates per minute and informative groups (groups whose rewards differ) per minute of the run.
@@ -153,7 +165,7 @@ def kind_of(name: str) -> str:
 
 def trace_call(call, device: str, steps: int, top: int) -> dict:
     """One call under torch.profiler: the device time of its kernels (self time of CPU ops on a CPU),
-    by kernel and by kind, and kernels per decode step (`steps` steps in the call)."""
+    by kernel and by kind, and kernels per decode step (`steps` steps in the call; 1 for a training step)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
@@ -168,7 +180,7 @@ def trace_call(call, device: str, steps: int, top: int) -> dict:
     if not rows:  # the engine decodes on its own thread, where a CPU trace records nothing; on a GPU the
         # kernels are recorded whatever thread launched them, unless graph replays are not traced
         print("trace: nothing recorded (" + ("graph replays not traced by this profiler build" if cuda else
-              "the engine samples on its own thread, which a CPU trace does not see: trace on a GPU") + ")", flush=True)
+              "the engine samples and trains on its own thread, which a CPU trace does not see: trace on a GPU") + ")", flush=True)
         return {}
     rows.sort(key=lambda r: -r["us"])
     total = sum(r["us"] for r in rows) or 1.0
@@ -202,6 +214,85 @@ def agreement(sc, prompts, responses, rows: int) -> dict:
             k3.append(math.exp(log_ratio) - 1 - log_ratio)
             gaps.append(abs(log_ratio))
     return {"kl_k3": sum(k3) / max(len(k3), 1), "max_logprob_gap": max(gaps, default=0.0)}
+
+
+def train_datums(tokenizer_size: int, rows: int, length: int, trained: int, seed: int = 0) -> list:
+    """`rows` importance-sampling datums of `length` ± 25 % tokens (seeded), the last `trained` positions of
+    each carrying an advantage of ±1 and the rest 0, like a search agent's trajectories (prompt, search
+    results, then the policy's own tokens). Sampler logprobs are 0 here; `bench_train` replaces them with
+    the trainer's own before timing, so the importance ratio is 1 as after sampling."""
+    import random
+
+    import numpy as np
+    import pytrio as trio
+
+    rng = random.Random(seed)
+    out = []
+    for row in range(rows):
+        n = max(trained + 2, int(length * rng.uniform(0.75, 1.25)))
+        ids = [rng.randrange(100, tokenizer_size - 100) for _ in range(n)]
+        advantages = [0.0] * (n - trained) + [1.0 if row % 2 else -1.0] * trained
+        out.append(trio.Datum(model_input=trio.ModelInput.from_ints(ids),
+                              loss_fn_inputs={"target_tokens": np.asarray(ids[1:] + [ids[0]], dtype=np.int64),
+                                              "logprobs": np.zeros(n, dtype=np.float32),
+                                              "advantages": np.asarray(advantages, dtype=np.float32)}))
+    return out
+
+
+def train_flops_per_token(model, recompute: bool) -> float:
+    """Lower-bound FLOPs per input token of one LoRA training step (see the module's docstring)."""
+    config = model.config
+    hidden, vocab = config.hidden_size, config.vocab_size
+    embedding = vocab * hidden  # the tied embedding: a lookup on the way in, the unembedding on the way out
+    weights = sum(p.numel() for p in model.parameters()) - embedding
+    return 2 * weights * (3 if recompute else 2) + 2 * vocab * hidden
+
+
+def bench_train(args) -> dict:
+    import pytrio as trio
+    import torch
+
+    from helpers.engine import connect
+    from helpers.engine.host import get_host
+    from helpers.engine.training import recompute, tokens_per_micro_batch
+
+    host = get_host(args.model)
+    tc = connect("local").create_lora_training_client(args.model, rank=args.rank, seed=0)
+    datums = train_datums(len(host.tokenizer), args.rows, args.length, args.trained)
+    # the sampler's logprobs := the trainer's own, so the importance ratio starts at 1 as after sampling
+    forward = tc.forward(datums, loss_fn="importance_sampling").result()
+    datums = [trio.Datum(model_input=d.model_input,
+                         loss_fn_inputs={**d.loss_fn_inputs, "logprobs": out["logprobs"].to_numpy().astype("float32")})
+              for d, out in zip(datums, forward.loss_fn_outputs)]
+    adam = trio.AdamParams(learning_rate=1e-6)
+
+    def step() -> float:
+        start = time.perf_counter()
+        tc.forward_backward(datums, loss_fn="importance_sampling").result()
+        tc.optim_step(adam).result()
+        if host.device == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    if host.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    first = step()
+    seconds = statistics.median(step() for _ in range(args.repeats))
+    tokens = sum(d.model_input.length for d in datums)
+    flops = train_flops_per_token(host.model, recompute()) * tokens / seconds
+    row = {"model": args.model, "device": host.device, "dtype": str(host.dtype), "torch": torch.__version__,
+           "gpu": torch.cuda.get_device_name() if host.device == "cuda" else None,
+           "recompute": recompute(), "micro_batch_tokens": tokens_per_micro_batch(host.device),
+           "rows": args.rows, "input_tokens": tokens, "trained_tokens": args.rows * args.trained,
+           "first_step_s": round(first, 2), "step_s": round(seconds, 3), "tokens_per_s": round(tokens / seconds),
+           "flops_per_s": flops,
+           "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if host.device == "cuda" else None}
+    print(f"[train recompute={int(row['recompute'])}] {args.rows} rows, {tokens:,} input tokens: step {seconds:.2f} s "
+          f"(first {first:.1f} s), {tokens / seconds:,.0f} input tokens/s, >= {flops:.2e} FLOP/s"
+          + (f", peak {row['peak_memory_gib']} GiB" if row["peak_memory_gib"] is not None else ""), flush=True)
+    if args.trace:
+        row["trace"] = trace_call(step, host.device, 1, args.trace)
+    return row
 
 
 def summarise_run(folder: Path) -> dict:
@@ -269,11 +360,21 @@ def main(argv: list[str] | None = None) -> int:
     dec.add_argument("--trace", type=int, default=0, metavar="N",
                      help="profile one more call per batch size and print its N costliest kernels")
     dec.add_argument("--out", default=None)
+    tr = sub.add_parser("train")
+    tr.add_argument("--model", default="qwen2.5-0.5b")
+    tr.add_argument("--rank", type=int, default=32)
+    tr.add_argument("--rows", type=int, default=96, help="trajectories in the step (a search agent's step: 64-128)")
+    tr.add_argument("--length", type=int, default=1200, help="their mean length in tokens (±25 %%)")
+    tr.add_argument("--trained", type=int, default=48, help="the policy's own tokens at the end of each")
+    tr.add_argument("--repeats", type=int, default=3)
+    tr.add_argument("--trace", type=int, default=0, metavar="N",
+                    help="profile one more step and print its N costliest kernels")
+    tr.add_argument("--out", default=None)
     rep = sub.add_parser("report")
     rep.add_argument("runs", nargs="+")
     rep.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    result = bench_decode(args) if args.command == "decode" else report(args)
+    result = {"decode": bench_decode, "train": bench_train, "report": report}[args.command](args)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     return 0

@@ -61,3 +61,39 @@ def test_the_throughput_report_counts_as_updates_only_the_steps_that_changed_the
     assert summary["updates_per_min"] == 1.0 and summary["informative_groups_per_min"] == 9.0
     assert summary["skipped_non_finite"] == 1 and summary["log_ratio_max"] == 0.5
     assert summary["training_tokens_per_s"] == 4000  # 60,000 tokens in 3 later steps of 5 s of training
+
+
+def _bench_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_grpo_gpu", GPU.parent / "bench_grpo_gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_trainer_benchmark_shapes_its_datums_like_a_search_agents_step():
+    bench = _bench_module()
+    datums = bench.train_datums(5000, rows=12, length=400, trained=32, seed=3)
+    assert len(datums) == 12
+    lengths = [d.model_input.length for d in datums]
+    assert all(300 <= n <= 500 for n in lengths) and len(set(lengths)) > 1  # ±25 %, not all alike
+    for row, d in enumerate(datums):
+        advantages = d.loss_fn_inputs["advantages"].to_numpy()
+        assert len(advantages) == d.model_input.length == len(d.loss_fn_inputs["target_tokens"].to_numpy())
+        assert (advantages[:-32] == 0).all() and (abs(advantages[-32:]) == 1).all()  # only the policy's own tail
+        assert max(d.model_input.to_ints()) < 5000
+    again = bench.train_datums(5000, rows=12, length=400, trained=32, seed=3)
+    assert [d.model_input.to_ints() for d in again] == [d.model_input.to_ints() for d in datums]
+
+
+def test_the_trainer_benchmark_counts_a_recomputed_forward():
+    from types import SimpleNamespace
+
+    import torch
+
+    bench = _bench_module()
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 6))  # 40 + 30 weights
+    model.config = SimpleNamespace(hidden_size=4, vocab_size=10)
+    kept, recomputed = bench.train_flops_per_token(model, False), bench.train_flops_per_token(model, True)
+    assert kept == 2 * 30 * 2 + 2 * 10 * 4 and recomputed - kept == 2 * 30
