@@ -13,7 +13,7 @@ import torch
 from helpers import checkers
 from helpers.checkers.loss import engine_loss
 from helpers.efficiency import gated_reward, tool_penalties
-from helpers.course.seeds import SEARCH_AGAIN_RULE, rule_failures
+from helpers.course.seeds import SEARCH_AGAIN_RULE, added_search_gain, rule_failures
 from helpers.evidence import build_report, gold_passage_ids, query_differs
 from helpers.preference import bt_loss, symmetrised_loss
 from helpers.protocol import parse_assistant
@@ -49,6 +49,11 @@ def rewrite_bonus(group):  # notebook 11's solution: exact match + 0.1 for a rew
     return GroupRewards(rewards)
 
 
+def added_second_searches(before_rows, after_rows, source):  # the course's paired reading, for one source
+    gain = added_search_gain(before_rows, after_rows).get(source)
+    return (gain["added"], gain["right_before"], gain["right_after"]) if gain else (0, 0, 0)
+
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 REFERENCES = [
     (checkers.check_parse_assistant, parse_assistant),
@@ -66,6 +71,7 @@ REFERENCES = [
     (checkers.check_new_gold_per_search, new_gold_per_search),
     (checkers.check_rewrite_bonus, rewrite_bonus),
     (checkers.check_search_again_rule, lambda table: not rule_failures(table)),
+    (checkers.check_added_second_searches, added_second_searches),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
@@ -75,7 +81,7 @@ EXERCISES = {
     "05": {"consume_assistant"},
     "07": {"build_datum"},
     "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean", "importance_sampling_loss"},
-    "10": {"meets_search_again_rule"},
+    "10": {"meets_search_again_rule", "added_second_searches"},
     "11": {"tool_penalties", "rewrite_bonus"},
     "14": {"symmetrised_loss", "gate"},
 }
@@ -218,7 +224,27 @@ def _near_misses():
         return (table["hotpotqa"]["second_search_share"] >= SEARCH_AGAIN_RULE["hotpotqa_min"]
                 and table["nq"]["second_search_share"] <= SEARCH_AGAIN_RULE["nq_max"])
 
+    def every_second_search(before_rows, after_rows, source):  # forgets that the policy before may have searched twice too
+        before = {row["id"]: row for row in before_rows}
+        again = [(before[row["id"]], row) for row in after_rows
+                 if row["id"] in before and row["data_source"] == source and row["search_calls"] >= 2]
+        return len(again), sum(b["exact_match"] for b, _ in again), sum(a["exact_match"] for _, a in again)
+
+    # the rule's reading, confounded: right answers where after searched again vs where before stopped
+    def different_questions(before_rows, after_rows, source):
+        stopped = [r for r in before_rows if r["data_source"] == source and r["search_calls"] < 2]
+        again = [r for r in after_rows if r["data_source"] == source and r["search_calls"] >= 2]
+        return len(again), sum(r["exact_match"] for r in stopped), sum(r["exact_match"] for r in again)
+
+    def paired_by_position(before_rows, after_rows, source):  # the nth row before taken for the nth after
+        added = [(b, a) for b, a in zip(before_rows, after_rows)
+                 if a["data_source"] == source and a["search_calls"] >= 2 > b["search_calls"]]
+        return len(added), sum(b["exact_match"] for b, _ in added), sum(a["exact_match"] for _, a in added)
+
     return [
+        (checkers.check_added_second_searches, every_second_search),
+        (checkers.check_added_second_searches, different_questions),
+        (checkers.check_added_second_searches, paired_by_position),
         (checkers.check_search_again_rule, strict_bounds),
         (checkers.check_search_again_rule, shares_only),
         (checkers.check_symmetrised_loss, one_order),

@@ -1,5 +1,6 @@
-"""One recipe, several seeds: the search-again rule reads a policy's table, and the recorded seeds'
-rows back what notebook 10 says of them."""
+"""One recipe, several seeds: the search-again rule reads a policy's table, the added second searches
+are read on the same questions before and after, and the recorded seeds' rows back what notebook 10
+says of them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ matplotlib.use("Agg")
 
 import pytest
 
-from helpers.course.seeds import (SEARCH_AGAIN_RULE, SEEDS, STAGES, main, rule_failures, seed_spread_figure, seed_tables,
+from helpers.course.seeds import (SEARCH_AGAIN_RULE, SEEDS, STAGES, added_search_gain, added_search_gain_figure,
+                                  added_search_table, main, rule_failures, seed_gains, seed_spread_figure, seed_tables,
                                   verdict_table)
 from helpers.checkers.seeds import policy_table as table
 from helpers.search import create_search_client
@@ -99,3 +101,77 @@ def test_an_evaluation_without_one_source_is_named_not_a_crash():
     assert rule_failures(hotpot_only) == ["no nq questions in the evaluation"]
     (row,) = verdict_table({"validation, two rows": hotpot_only}).rows
     assert row[1:3] == ["50%", "–"] and row[-1] == "no nq questions in the evaluation"
+
+
+def row(key, source, searches, right):
+    return {"id": key, "data_source": source, "search_calls": searches, "exact_match": right}
+
+
+BEFORE = [row("h1", "hotpotqa", 1, False), row("h2", "hotpotqa", 1, True), row("h3", "hotpotqa", 2, True),
+          row("n1", "nq", 1, True), row("n2", "nq", 1, True)]
+AFTER = [row("n2", "nq", 1, True), row("h3", "hotpotqa", 1, False), row("n1", "nq", 2, False),
+         row("h2", "hotpotqa", 2, True), row("h1", "hotpotqa", 3, True)]
+
+
+def test_added_second_searches_pair_by_id_whatever_the_order():
+    gain = added_search_gain(BEFORE, AFTER)
+    # h1 (wrong → right) and h2 (right → right) newly searched again; h3 went from 2 searches to 1
+    assert gain["hotpotqa"] == {"questions": 3, "added": 2, "right_before": 1, "right_after": 2, "em_change": 0.0}
+    assert gain["nq"] == {"questions": 2, "added": 1, "right_before": 1, "right_after": 0, "em_change": -0.5}
+    assert gain["all"] == {"questions": 5, "added": 3, "right_before": 2, "right_after": 2, "em_change": -0.2}
+    assert added_search_gain(BEFORE[::-1], AFTER[::-1]) == gain
+
+
+def test_unpaired_rows_are_left_out():
+    gain = added_search_gain(BEFORE + [row("h9", "hotpotqa", 1, False)],
+                             AFTER + [row("h8", "hotpotqa", 2, True), row("q7", "nq", 2, True)])
+    assert gain == added_search_gain(BEFORE, AFTER)
+
+
+def test_an_added_question_counts_once():
+    gain = added_search_gain([row("h1", "hotpotqa", 0, False)], [row("h1", "hotpotqa", 4, True)])
+    assert gain["hotpotqa"]["added"] == gain["all"]["added"] == 1
+    assert gain["hotpotqa"]["right_after"] == gain["all"]["right_after"] == 1
+    with pytest.raises(ValueError, match="appears twice"):  # a repeated row is two evaluations mixed, not a second count
+        added_search_gain(BEFORE, AFTER + [row("h1", "hotpotqa", 3, True)])
+
+
+def test_two_evaluations_of_different_questions_are_refused():
+    with pytest.raises(ValueError, match="no question is in both"):
+        added_search_gain(BEFORE, [row("other", "nq", 2, True)])
+
+
+@pytest.fixture(scope="module")
+def gains():
+    return seed_gains()
+
+
+def test_the_gain_figure_draws_a_pair_of_bars_per_seed_and_source(gains):
+    fig = added_search_gain_figure(gains)
+    assert len(fig.axes) == 2
+    for ax, source in zip(fig.axes, ("hotpotqa", "nq")):
+        before, after = ax.containers
+        assert [bar.get_height() for bar in before] == [gains[seed][source]["right_before"] for seed in SEEDS]
+        assert [bar.get_height() for bar in after] == [gains[seed][source]["right_after"] for seed in SEEDS]
+        assert [t.get_text() for t in ax.get_xticklabels()] == [
+            f"seed {seed}\n{gains[seed][source]['added']} added" for seed in SEEDS]
+
+
+def test_the_gain_table_sums_the_seeds_last_per_source(gains):
+    cells = added_search_table(gains)
+    assert [r[0] for r in cells.rows] == [*map(str, SEEDS), "seeds summed"] * 2
+    summed = {r[1]: r for r in cells.rows if r[0] == "seeds summed"}
+    assert set(summed) == {"hotpotqa", "nq"}
+    assert summed["hotpotqa"][3:5] == [str(sum(gains[s]["hotpotqa"][k] for s in SEEDS))
+                                        for k in ("right_before", "right_after")]
+
+
+def test_the_recorded_seeds_added_second_searches_did_not_pay(gains):
+    """Notebook 10: summed over the seeds, the questions `trim` newly searched again on are right no
+    more often after it on HotpotQA, and less often on NQ."""
+    assert set(gains) == set(SEEDS)
+    summed = {source: [sum(gains[seed][source][k] for seed in SEEDS) for k in ("added", "right_before", "right_after")]
+              for source in ("hotpotqa", "nq")}
+    assert summed["hotpotqa"][2] <= summed["hotpotqa"][1]
+    assert summed["nq"][2] < summed["nq"][1]
+    assert summed == {"hotpotqa": [92, 22, 22], "nq": [212, 70, 59]}  # the committed rows, as the notebook reads them

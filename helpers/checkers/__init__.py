@@ -13,12 +13,13 @@ from helpers.checkers.loss import check_importance_sampling_loss
 from helpers.checkers.own_reward import check_rewrite_bonus
 from helpers.checkers.protocol import check_parse_assistant
 from helpers.checkers.search import check_blocks_that_fit, check_new_gold_per_search
-from helpers.checkers.seeds import check_search_again_rule
+from helpers.checkers.seeds import check_added_second_searches, check_search_again_rule
 from helpers.checkers.reward import check_normalize_answer, check_score_answer
 from helpers.checkers.rollout import check_consume_assistant
 from helpers.checkers.train import check_assign_group_advantages, check_build_datum, check_weight_micro_batch
 
 __all__ = [
+    "check_added_second_searches",
     "check_assign_group_advantages",
     "check_blocks_that_fit",
     "check_build_datum",

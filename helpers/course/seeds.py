@@ -7,9 +7,15 @@ is the rule the recorded multi-search agent was chosen by, fixed before its runs
 second search where one search is rarely enough (HotpotQA's two-hop questions), hardly any where it is
 (NQ's), and a second search that pays.
 
-    from helpers.course.seeds import rule_failures, seed_spread_figure, seed_tables
+The rule reads "pays" as a higher EM where the policy searched again than where it stopped: that
+compares different questions, since a policy searches again where its first search did not settle the
+question, not on a random sample of them. `added_search_gain` asks it of the same questions: where
+`trim` added a second search, was the policy after it right more often than the one before?
+
+    from helpers.course.seeds import rule_failures, seed_gains, seed_spread_figure, seed_tables
     tables = seed_tables(search_client("local"))   # {seed: {"exact": table, "trim": table}}
     rule_failures(tables[1]["trim"])               # [] when the policy meets the rule
+    seed_gains()[1]["hotpotqa"]                    # the questions `trim` added a second search on, right before/after
 """
 
 from __future__ import annotations
@@ -105,6 +111,101 @@ def verdict_table(tables: Mapping[str, Table]) -> Cells:
                      shown(t["all"]["em_strict"], ".3f"), "; ".join(rule_failures(t)) or "meets the rule"])
     return Cells(["policy", "≥ 2 searches HotpotQA", "≥ 2 searches NQ", "EM searched again / stopped (HotpotQA)",
                   "EM", "rule"], rows)
+
+
+def added_search_gain(before_rows, after_rows) -> dict[str, dict[str, Any]]:
+    """Per data source (and "all"): where the policy after a stage searched again and the one before
+    it did not, how many of those questions each got right (strict EM). Same questions, before and
+    after, so unlike the rule's EM comparison no difference between groups of questions enters.
+
+    Rows pair by "id" (an unpaired row is ignored). `questions`: the paired questions; `added`: those
+    with ≥ 2 searches after and < 2 before; `right_before` / `right_after`: of the added, how many each
+    policy got right; `em_change`: strict EM after minus before over all the paired questions."""
+    before, after = _by_id(before_rows, "before"), _by_id(after_rows, "after")
+    pairs = [(before[key], row) for key, row in after.items() if key in before]
+    if not pairs:
+        raise ValueError(f"no question is in both evaluations ({len(before)} rows before, {len(after)} after): "
+                         "compare two evaluations of the same questions")
+    groups: dict[str, list] = {}
+    for pair in pairs:
+        groups.setdefault(str(pair[1].get("data_source")), []).append(pair)
+
+    def searched(row) -> int:
+        return int(row.get("search_calls") or 0)
+
+    def right(row) -> int:
+        return int(bool(row.get("exact_match")))
+
+    gains = {}
+    for source, group in [*sorted(groups.items()), ("all", pairs)]:
+        added = [(b, a) for b, a in group if searched(a) >= 2 > searched(b)]
+        gains[source] = {"questions": len(group), "added": len(added),
+                         "right_before": sum(right(b) for b, _ in added), "right_after": sum(right(a) for _, a in added),
+                         "em_change": sum(right(a) - right(b) for b, a in group) / len(group)}
+    return gains
+
+
+def _by_id(rows, which: str) -> dict[str, Mapping[str, Any]]:
+    by_id: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        if row["id"] in by_id:  # one evaluation holds one row per question; a repeat means two were mixed
+            raise ValueError(f"question {row['id']!r} appears twice in the rows {which}")
+        by_id[row["id"]] = row
+    return by_id
+
+
+def seed_gains(seeds=SEEDS, run: str = SEEDS_RUN) -> dict[int, dict[str, dict[str, Any]]]:
+    """Per seed, `added_search_gain` from its policy after exact match to its policy after `trim`."""
+    return {seed: added_search_gain(eval_rows(f"seed{seed}_{STAGES[0]}", run), eval_rows(f"seed{seed}_{STAGES[-1]}", run))
+            for seed in seeds}
+
+
+def added_search_table(gains: Mapping[int, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")) -> Cells:
+    """Per seed and source, the questions `trim` added a second search on and the right answers among
+    them before and after; the seeds summed last. HTML in a notebook, Markdown printed."""
+    rows = []
+    for source in sources:
+        seen = [(str(seed), per[source]) for seed, per in gains.items() if source in per]
+        total = {key: sum(g[key] for _, g in seen) for key in ("questions", "added", "right_before", "right_after")}
+        total["em_change"] = sum(g["em_change"] * g["questions"] for _, g in seen) / max(total["questions"], 1)
+        for seed, g in [*seen, ("seeds summed", total)]:
+            rows.append([seed, source, f"{g['added']} of {g['questions']}", str(g["right_before"]),
+                         str(g["right_after"]), f"{100 * g['em_change']:+.1f}"])
+    return Cells(["seed", "source", "second search added", f"right before ({STAGE_LABELS[STAGES[0]]})",
+                  f"right after ({STAGE_LABELS[STAGES[-1]]})", "EM change over the source's questions (points)"], rows)
+
+
+def added_search_gain_figure(gains: Mapping[int, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")):
+    """One panel per source, a pair of bars per seed: of the questions `trim` added a second search on,
+    how many the policy got right before (hollow, exact match) and after (filled, then trim). The
+    second search paid where the filled bar is the taller."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    empty = {"added": 0, "right_before": 0, "right_after": 0}
+    seeds = list(gains)
+    colours = [OTHER_COLOURS[i % len(OTHER_COLOURS)] for i in range(len(seeds))]
+    fig, axes = plt.subplots(1, len(sources), figsize=(COLUMN_INCHES, 3.8), squeeze=False, layout="constrained")
+    for ax, source in zip(axes[0], sources):
+        per = [gains[seed].get(source, empty) for seed in seeds]
+        xs = range(len(seeds))
+        ax.bar([x - 0.2 for x in xs], [g["right_before"] for g in per], 0.38, color="white", edgecolor=colours, lw=1.5)
+        ax.bar([x + 0.2 for x in xs], [g["right_after"] for g in per], 0.38, color=colours)
+        for x, g in zip(xs, per):
+            ax.text(x, max(g["right_before"], g["right_after"]) + 0.5, f"{g['right_before']} → {g['right_after']}",
+                    ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(list(xs), [f"seed {seed}\n{g['added']} added" for seed, g in zip(seeds, per)], fontsize=8)
+        ax.set_ylim(0, max([g["right_before"] for g in per] + [g["right_after"] for g in per] + [1]) * 1.2 + 1)
+        ax.set_ylabel("right answers (strict EM)")
+        ax.set_title(f"{source}: {sum(g['added'] for g in per)} questions newly searched again", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    # the legend shows the two kinds of bar in grey: the colours only tell the seeds apart
+    fig.legend([Patch(facecolor="white", edgecolor="#555", lw=1.5), Patch(color="#555")],
+               [f"before: {STAGE_LABELS[STAGES[0]]}", f"after: {STAGE_LABELS[STAGES[-1]]}"],
+               loc="outside lower center", fontsize=8, ncol=2, frameon=False)
+    fig.suptitle("Where trim added a second search: right answers on the same questions, before and after",
+                 fontsize=10)
+    return fig
 
 
 def main(argv=None) -> None:
