@@ -296,7 +296,10 @@ def bench_train(args) -> dict:
 
 
 def summarise_run(folder: Path) -> dict:
-    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = folder / "metrics.jsonl"
+    if not metrics.is_file():  # a stage of the recipe this run did not train (a folder from a glob)
+        return {"run": str(folder), "steps": 0}
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     if not rows:
         return {"run": str(folder), "steps": 0}
     later = rows[1:] or rows
@@ -330,7 +333,8 @@ def report(args) -> list[dict]:
         summary = summarise_run(Path(folder))
         out.append(summary)
         if not summary["steps"]:
-            print(f"{folder}: no steps", flush=True)
+            print(f"{folder}: no steps{'' if (Path(folder) / 'metrics.jsonl').is_file() else ' (no metrics.jsonl)'}",
+                  flush=True)
             continue
         m = summary["median_step"]
         print(f"{folder}: {summary['updates']} updates ({summary['steps']} steps) in {summary['minutes']:.1f} min "

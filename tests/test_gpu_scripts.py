@@ -97,3 +97,11 @@ def test_the_trainer_benchmark_counts_a_recomputed_forward():
     model.config = SimpleNamespace(hidden_size=4, vocab_size=10)
     kept, recomputed = bench.train_flops_per_token(model, False), bench.train_flops_per_token(model, True)
     assert kept == 2 * 30 * 2 + 2 * 10 * 4 and recomputed - kept == 2 * 30
+
+
+def test_the_throughput_report_names_a_stage_folder_without_metrics_instead_of_failing(tmp_path, capsys):
+    bench = _bench_module()
+    (tmp_path / "grpo_trim").mkdir()  # a stage of the preset that this run did not train
+    assert bench.summarise_run(tmp_path / "grpo_trim") == {"run": str(tmp_path / "grpo_trim"), "steps": 0}
+    assert bench.main(["report", str(tmp_path / "grpo_trim")]) == 0
+    assert "no steps (no metrics.jsonl)" in capsys.readouterr().out
