@@ -183,15 +183,24 @@ def exact_match_reward(group: Any) -> GroupRewards:
 register_reward("exact_match", lambda: exact_match_reward)
 
 
-def score(groups: Sequence[Any], reward_fn: RewardFn = exact_match_reward) -> dict[str, float]:
+def score(groups: Sequence[Any], reward_fn: RewardFn = exact_match_reward,
+          sampling: tuple[Any, Any] | None = None) -> dict[str, float]:
     """Check every answer, then reward each group with `reward_fn`; returns the components' means.
 
     Writes `answer`, `valid_format`, `exact_match` (facts a reward may read) and `reward` on every
     trajectory. A reward function with a `prepare(groups)` method gets all groups first (to batch
-    work such as sampling reference lengths). Each component becomes one metric: its mean over
-    every trajectory of the step.
+    work such as sampling reference lengths); one with `sample_counterfactuals(sampling_client,
+    tokenizer, groups)` gets `sampling`, the (sampling client, tokenizer) that rolled the groups out,
+    to ask the same policy what it would have done elsewhere (`helpers.search_gain`). Each component
+    becomes one metric: its mean over every trajectory of the step.
     """
     groups = list(groups)
+    counterfactuals = getattr(reward_fn, "sample_counterfactuals", None)
+    if callable(counterfactuals):
+        if sampling is None:
+            raise ValueError("this reward compares each trajectory with what its policy would have done: "
+                             "pass score(..., sampling=(sampling_client, tokenizer))")
+        counterfactuals(*sampling, groups)
     for group in groups:
         for trajectory in group.trajectories:
             check_answer(trajectory)

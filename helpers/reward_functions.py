@@ -19,6 +19,7 @@ from typing import Any
 
 import helpers.efficiency.rewards  # noqa: F401  registers "gated"
 import helpers.evidence  # noqa: F401  registers "evidence"
+import helpers.search_gain  # noqa: F401  registers "search_gain"
 from helpers.reward import _REGISTRY, RewardFn
 from helpers.rubrics import RubricReward, load_rubric_prompts
 

@@ -214,6 +214,10 @@ class RubricReward:
     def __init__(self, inner: Callable[[Any], GroupRewards], prompts: Sequence[RubricPrompt]) -> None:
         self.inner = inner
         self.prompts = {p.id: p for p in prompts}
+        counterfactuals = getattr(inner, "sample_counterfactuals", None)
+        if callable(counterfactuals):  # the verifiable questions' counterfactuals (helpers.search_gain)
+            self.sample_counterfactuals = lambda sampling_client, tokenizer, groups: counterfactuals(
+                sampling_client, tokenizer, [g for g in groups if self._prompt(g) is None])
 
     def _prompt(self, group: Any) -> RubricPrompt | None:
         example = group.example

@@ -223,7 +223,7 @@ def sample_groups(sampling_client, tokenizer, search_client, batch: Sequence, co
             group.index, group.step = offset + position, step
             for trajectory in group.trajectories:
                 trajectory.question_index = group.index
-        means = score(groups, reward_fn)
+        means = score(groups, reward_fn, sampling=(sampling_client, tokenizer))
         assign_advantages(groups)
         stats = groups.stats  # a round is counted once, here (its trajectories: the rollout's own count)
         sums.update({name: mean * stats.trajectories for name, mean in means.items()})

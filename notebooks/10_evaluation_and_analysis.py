@@ -435,6 +435,15 @@ for source in ("hotpotqa", "nq"):
 # updates: the run-to-run spread is as large as the variants' effects. And the second search this 0.5B
 # policy learns does not yet turn into right answers: in the runs that searched again more, its
 # searches found more of HotpotQA's gold passages (evidence recall 0.765 → 0.81), and EM did not rise.
+#
+# The paired question can also be asked during training, of every trajectory that searched again:
+# would the same policy have been right had it answered right after its first search? The reward
+# `search_gain` (`helpers.search_gain`) samples that answer (one short greedy continuation from the
+# point where the first search's results were read, made to begin "Answer:") and adds
+# `gain × (right − right after one search)`: a second search that turned a wrong answer right earns
+# `gain`, one that lost a right answer costs it, one that changed nothing earns nothing beyond the
+# outcome. A per-question bonus could not do this: the group-relative advantage subtracts anything that
+# every trajectory of a question shares.
 
 # %% [markdown]
 # ## The recorded runs in a tracker

@@ -169,6 +169,15 @@ def test_rubric_prompts_in_a_training_batch_are_rewarded_by_their_rubrics(tmp_pa
     reward = RubricReward(Inner(), prompts)
     reward.prepare([rubric_group, other])
     assert prepared == [other]  # the inner reward never samples references for rubric prompts
+    assert not hasattr(reward, "sample_counterfactuals")  # nothing to forward from Inner
+    asked = []
+
+    class WithCounterfactuals(Inner):  # a reward that asks the policy what it would have done (search_gain)
+        def sample_counterfactuals(self, sampling_client, tokenizer, groups):
+            asked.append((sampling_client, tokenizer, groups))
+
+    RubricReward(WithCounterfactuals(), prompts).sample_counterfactuals("sampler", "tok", [rubric_group, other])
+    assert asked == [("sampler", "tok", [other])]  # only the verifiable questions
     got = reward(rubric_group)
     assert got.rewards == [float(prompts[0].r_base(r)) for r in replies] and got.rewards[1] == 0.0
     assert got.components["rubric/prompt"] == [1.0, 1.0]

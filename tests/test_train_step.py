@@ -254,3 +254,24 @@ def test_config_flags_read_back_into_the_same_config():
     flags = config_flags(grpo)
     assert "--rollout.max-search-calls" in flags and "--balance-sources" in flags
     assert config_from_args(TrainConfig, parser.parse_args(flags)) == grpo
+
+
+def test_a_reward_that_samples_counterfactuals_gets_the_steps_sampler_before_it_scores(monkeypatch):
+    calls = []
+
+    def flagged():
+        def reward(group):  # reads what the counterfactuals wrote: 1 where it was marked
+            return GroupRewards([float(getattr(t, "marked", 0)) for t in group.trajectories])
+
+        def sample_counterfactuals(sampling_client, tokenizer, groups):
+            calls.append((sampling_client, len(groups)))
+            for group in groups:
+                group.trajectories[-1].marked = 1
+        reward.sample_counterfactuals = sample_counterfactuals
+        return reward
+
+    register_reward("test-counterfactual", flagged)
+    config = TrainConfig(questions_per_batch=2, rollout=dict(group_size=3), reward="test-counterfactual")
+    _, groups, _, trainer = step(monkeypatch, config, EXAMPLES[:2])
+    assert len(calls) == 1 and calls[0][1] == 2 and calls[0][0] is not None  # once a round, with the step's sampler
+    assert [t.reward for g in groups for t in g.trajectories] == [0.0, 0.0, 1.0] * 2

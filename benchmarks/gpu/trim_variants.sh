@@ -7,7 +7,9 @@
 #   synth25  a quarter of each batch from the synthetic multi-hop split instead of half (the split's
 #            questions all pay for a second search; does the habit spread from them to NQ?);
 #   tool4    the tool-call penalty doubled (λ 0.4; it only charges calls above the group's right answers);
-#   nosynth  no synthetic questions at all.
+#   nosynth  no synthetic questions at all;
+#   gain5    the reward `search_gain` (gain 0.5) instead of the gated one: a second search paid or charged
+#            by what the same policy answers when made to answer after its first search.
 # Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
 # ($R/<variant>_s<seed>/adapter) and evaluated side by side on the test split (for the record) and the
 # validation split (for choosing); then the next round. After every round `tables.md` and `verdicts.md`
@@ -37,11 +39,12 @@ variant_args() {  # the --set arguments of a variant, one per line
     synth25) echo "trim.synthetic_share=0.25" ;;
     nosynth) echo "trim.synthetic_share=0" ;;
     tool4) echo 'trim.reward_options={"lambda_tool": 0.4, "lambda_len": 0.0}' ;;
+    gain5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}' ;;
     *) return 1 ;;
   esac
 }
 for variant in $VARIANTS; do
-  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4)"; exit 2; }
+  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5)"; exit 2; }
 done
 
 log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEEDS stage=${STAGE_MIN}min"

@@ -46,7 +46,7 @@ def judge(sampling_client: Any, tokenizer: Any, search_client: Any, examples: Se
         chunk = list(examples[start:start + batch])
         groups = rollout_groups(sampling_client, tokenizer, search_client, chunk,
                                 config.rollout_config(step=start // batch), progress=False)
-        score(groups, reward_fn)
+        score(groups, reward_fn, sampling=(sampling_client, tokenizer))
         for example, group in zip(chunk, groups, strict=True):
             verdicts[example.id] = {"signal": not no_signal([t.reward for t in group.trajectories]),
                                     "passes": sum(bool(t.exact_match) for t in group.trajectories)}
