@@ -29,7 +29,6 @@ again) and `counterfactuals` (1 where one was sampled).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,44 +64,30 @@ def first_search_answers(sampling_client: Any, tokenizer: Any, trajectories: Seq
                          max_tokens: int = ANSWER_TOKENS) -> int:
     """Write `first_search_right` (True / False) on every trajectory that searched again: whether the
     policy, made to answer right after its first search, answers right. Returns how many were sampled.
-    A request that fails leaves the trajectory without one (its reward is then the outcome alone)."""
-    import pytrio as trio
+    A sampler that fails leaves the trajectories without one (their reward is then the outcome alone)."""
+    from helpers.protocol import stop_sequences
+    from helpers.rollout.loop import _LoopThread, sample_requests_async
+    from helpers.rollout.turns import SampleRequest
+    from helpers.trajectory import RolloutConfig
 
     wanted = [t for t in trajectories if searched_again(t)]
     for trajectory in trajectories:
         trajectory.first_search_right = None
     if not wanted:
         return 0
-    params = trio.SamplingParams(max_tokens=max_tokens, temperature=0.0, stop=["\n"])
-
-    async def one(trajectory):
-        prompt = trio.ModelInput.from_ints(first_search_prompt(trajectory, tokenizer))
-        return await sampling_client.sample_async(prompt=prompt, num_samples=1, sampling_params=params)
-
-    async def every():  # concurrent requests are decoded in one batch by the engine
-        return await asyncio.gather(*(one(t) for t in wanted), return_exceptions=True)
-
-    sampled = 0
-    for trajectory, response in zip(wanted, _run(every())):
-        if isinstance(response, BaseException) or not response.sequences:
-            continue  # the counterfactual is missing, not the step
+    requests = [SampleRequest(i, first_search_prompt(t, tokenizer), 1, 0, max_tokens) for i, t in enumerate(wanted)]
+    greedy = RolloutConfig(temperature=0.0)  # the policy's most likely answer, one line
+    try:
+        with _LoopThread() as runner:  # also inside a notebook's running loop
+            responses = runner.run(sample_requests_async(sampling_client, requests, greedy, tokenizer,
+                                                         stops=[*stop_sequences(tokenizer), "\n"]))
+    except Exception:  # the counterfactuals are missing, not the step
+        return 0
+    for trajectory, response in zip(wanted, responses):
         text = tokenizer.decode(response.sequences[0].tokens, skip_special_tokens=True)
         first_line = text.split("\n", 1)[0]
         trajectory.first_search_right = score_answer(f"{ANSWER_PREFIX}{first_line}", trajectory.example.answers).exact_match
-        sampled += 1
-    return sampled
-
-
-def _run(coroutine):
-    """Run `coroutine` to its end, also from inside a running event loop (a notebook's)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+    return len(wanted)
 
 
 def search_gain_reward(gain: float = SearchGainConfig.gain):
@@ -112,18 +97,14 @@ def search_gain_reward(gain: float = SearchGainConfig.gain):
     config = SearchGainConfig(gain)
 
     def reward(group) -> GroupRewards:
-        rewards, terms, first_right, sampled = [], [], [], []
-        for t in group.trajectories:
-            base = outcome_reward(t.valid_format, t.exact_match)
-            right = getattr(t, "first_search_right", None)
-            term = 0.0 if right is None else float(bool(t.exact_match)) - float(right)
-            rewards.append(base + config.gain * term)
-            terms.append(term)
-            first_right.append(float(bool(right)))
-            sampled.append(float(right is not None))
-        return GroupRewards(rewards, {"outcome": [outcome_reward(t.valid_format, t.exact_match) for t in group.trajectories],
-                                      "second_search_gain": terms, "first_search_right": first_right,
-                                      "counterfactuals": sampled})
+        outcomes = [outcome_reward(t.valid_format, t.exact_match) for t in group.trajectories]
+        firsts = [getattr(t, "first_search_right", None) for t in group.trajectories]
+        terms = [0.0 if right is None else float(bool(t.exact_match)) - float(right)
+                 for t, right in zip(group.trajectories, firsts)]
+        return GroupRewards([base + config.gain * term for base, term in zip(outcomes, terms)], {
+            "outcome": outcomes, "second_search_gain": terms,
+            "first_search_right": [float(bool(right)) for right in firsts],
+            "counterfactuals": [float(right is not None) for right in firsts]})
 
     def sample_counterfactuals(sampling_client, tokenizer, groups) -> int:
         return first_search_answers(sampling_client, tokenizer, [t for g in groups for t in g.trajectories])

@@ -44,12 +44,9 @@ def test_pack_takes_the_named_adapters_first_and_stops_at_the_transfer_limit(tmp
 
 
 def test_the_throughput_report_counts_as_updates_only_the_steps_that_changed_the_weights(tmp_path):
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("bench_grpo_gpu", GPU.parent / "bench_grpo_gpu.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_module()
     step = dict(time_step=30.0, time_sampling=10.0, time_search=1.0, time_search_latency_sum=1.0, time_training=5.0)
     rows = [dict(step, informative_groups=6, input_tokens=99_999),  # the first step: left out of the trainer's rate
             dict(step, informative_groups=0, input_tokens=0),  # nothing to learn from
