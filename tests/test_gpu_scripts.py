@@ -102,3 +102,41 @@ def test_the_throughput_report_names_a_stage_folder_without_metrics_instead_of_f
     assert bench.summarise_run(tmp_path / "grpo_trim") == {"run": str(tmp_path / "grpo_trim"), "steps": 0}
     assert bench.main(["report", str(tmp_path / "grpo_trim")]) == 0
     assert "no steps (no metrics.jsonl)" in capsys.readouterr().out
+
+
+def test_pack_also_takes_the_adapters_of_a_second_scripts_folder(tmp_path):
+    results = tmp_path / "results"
+    for name in ("solo", "gain/gain5_s3"):
+        folder = results / name / "adapter"
+        folder.mkdir(parents=True)
+        (folder / "adapter.safetensors").write_bytes(b"\1" * 1024)
+    out = tmp_path / "out"
+    subprocess.run(["bash", str(GPU / "pack.sh"), str(results), str(out)], capture_output=True, text=True,
+                   env={"PATH": "/usr/bin:/bin", "ADAPTERS": "gain/gain5_s3"}, check=True)
+    with tarfile.open(out / "adapters.tar.part0") as tar:
+        assert tar.getnames() == ["results/gain/gain5_s3/adapter/adapter.safetensors",
+                                  "results/solo/adapter/adapter.safetensors"]
+
+
+def _after(tmp_path, log_text):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "window.log").write_text(log_text)
+    second = tmp_path / "second.sh"
+    second.write_text('echo "$RESULTS $WORK" > "$RESULTS/ran"\n')
+    done = subprocess.run(["bash", str(GPU / "after.sh"), "phase 1 exported", "gain", str(second)],
+                          capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "RESULTS": str(results), "WORK": str(tmp_path / "work")})
+    return done, results
+
+
+def test_after_starts_the_second_script_in_its_own_folders_once_the_line_is_logged(tmp_path):
+    done, results = _after(tmp_path, "12:00 setup done\n12:09 phase 1 exported\n")
+    assert done.returncode == 0
+    assert (results / "gain" / "ran").read_text().split() == [str(results / "gain"), f"{tmp_path / 'work'}-gain"]
+
+
+def test_after_gives_up_when_the_first_script_ended_without_the_line(tmp_path):
+    done, results = _after(tmp_path, "12:00 setup failed\n")
+    assert done.returncode == 1 and not (results / "gain" / "ran").exists()
+    assert "not started" in (results / "window.log").read_text()

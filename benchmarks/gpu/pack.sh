@@ -5,14 +5,16 @@
 #   cat adapters.tar.part* | tar x     # gives results/<run>/adapter/adapter.safetensors again
 #   [ADAPTERS="trim_answers trim_exact"] bash benchmarks/gpu/pack.sh /root/results "$OUT"
 # Three adapters of the 0.5B (17 MiB each) fit one call: ADAPTERS names the runs to take first (the
-# others follow while they fit), so a window's last call brings back the policies that matter.
+# others follow while they fit), so a window's last call brings back the policies that matter; a run of a
+# second script (after.sh) is named with its folder, as in ADAPTERS="exact_solo gain/gain5_s3".
 set -u
 R=${1:-/root/results}; DEST=${2:-$OUT}
 LIMIT_MB=${PACK_LIMIT_MB:-62}
 mkdir -p "$DEST"
 tar czf "$DEST/window.tgz" --exclude='*/adapter/adapter.safetensors' -C "$(dirname "$R")" "$(basename "$R")" 2>/dev/null
 base=$(basename "$R")
-found=$(cd "$(dirname "$R")" && ls "$base"/*/adapter/adapter.safetensors 2>/dev/null)
+# a second script's results may sit one folder down ($R/<script>/<run>/adapter)
+found=$(cd "$(dirname "$R")" && ls "$base"/*/adapter/adapter.safetensors "$base"/*/*/adapter/adapter.safetensors 2>/dev/null)
 ordered=()
 for name in ${ADAPTERS:-}; do
   [ -f "$R/$name/adapter/adapter.safetensors" ] && ordered+=("$base/$name/adapter/adapter.safetensors")

@@ -19,11 +19,14 @@ SFT=${SFT:-results/h200_search/sft_adapter}
 SEED=${SEED:-3}
 STAGE_MIN=${STAGE_MIN:-9}
 MAX_STEPS=${MAX_STEPS:-400}
-# alone on the GPU; the evaluations after it take half each
+# alone on the GPU; the two evaluations after it take EVAL_CAP each (less where another script trains
+# beside them)
 CAP=${CAP:-0.9}
+EVAL_CAP=${EVAL_CAP:-0.45}
 COMPARE_EVAL=${COMPARE_EVAL:-results/h200_again/seeds/eval/seed3_exact.jsonl}
 # a search agent's GRPO step on the GPU: 64-128 trajectories of about 1,200 tokens, a few dozen its own
-TRAIN_BENCH=${TRAIN_BENCH:---rows 96 --length 1200 --trained 48}
+# (TRAIN_BENCH= , empty, skips the trainer benchmark)
+TRAIN_BENCH=${TRAIN_BENCH---rows 96 --length 1200 --trained 48}
 source "$(dirname "$0")/common.sh"
 log "start solo preset=$PRESET sft=$SFT seed=$SEED stage=${STAGE_MIN}min max_steps=$MAX_STEPS"
 setup_window
@@ -46,8 +49,8 @@ grpo_run exact_solo "$SFT" "$STAGE_MIN" "$CAP" --grpo-stage exact --set "exact.s
 log "phase 1 exported"
 "$PY" benchmarks/bench_grpo_gpu.py report "$WORK"/exact_solo/grpo_* --out "$R/throughput.json" 2>&1 | tee -a "$R/window.log"
 
-( COURSE_CUDA_MEMORY_FRACTION=0.45 eval_run exact_solo ) & test_pid=$!
-COURSE_CUDA_MEMORY_FRACTION=0.45 experiment val_exact_solo --out "$R/exact_solo/validation" --work "$WORK/exact_solo" \
+( COURSE_CUDA_MEMORY_FRACTION=$EVAL_CAP eval_run exact_solo ) & test_pid=$!
+COURSE_CUDA_MEMORY_FRACTION=$EVAL_CAP experiment val_exact_solo --out "$R/exact_solo/validation" --work "$WORK/exact_solo" \
   --stage eval --only sft_grpo --set eval.split=validation & val_pid=$!
 wait $test_pid $val_pid
 

@@ -2,7 +2,8 @@
 # One GPU window on the multi-search agent's second stage: which part of `trim` decides whether the
 # second search stays where it pays (HotpotQA) or spreads to questions one search answers (NQ)?
 # From one committed exact-match policy (INIT), stage `trim` of preset h200_again (15 updates) in
-# VARIANTS, side by side, once per seed in SEEDS (a round per seed):
+# VARIANTS, side by side, once per round in SEEDS (a round per word; seeds joined by commas, as in "3,1",
+# train side by side in one round):
 #   base     `trim` as the recipe has it (gated reward, tool-call penalty λ 0.2, synthetic half);
 #   synth25  a quarter of each batch from the synthetic multi-hop split instead of half (the split's
 #            questions all pay for a second search; does the habit spread from them to NQ?);
@@ -51,25 +52,30 @@ log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEE
 setup_window
 watch_memory
 
-for seed in $SEEDS; do
-  recompute=1
-  case " $KEEP_ACTIVATIONS_SEEDS " in *" $seed "*) recompute=0 ;; esac
-  log "round s$seed: COURSE_ENGINE_RECOMPUTE=$recompute"
+for round in $SEEDS; do
+  log "round s$round"
   pids=()
-  for variant in $VARIANTS; do
-    args=(--grpo-stage trim --set "trim.seed=$seed")
-    while IFS= read -r item; do [ -n "$item" ] && args+=(--set "$item"); done < <(variant_args "$variant")
-    COURSE_ENGINE_RECOMPUTE=$recompute grpo_run "${variant}_s$seed" "$INIT" "$STAGE_MIN" "$CAP" "${args[@]}" & pids+=($!)
+  for seed in ${round//,/ }; do
+    recompute=1
+    case " $KEEP_ACTIVATIONS_SEEDS " in *" $seed "*) recompute=0 ;; esac
+    log "seed $seed: COURSE_ENGINE_RECOMPUTE=$recompute"
+    for variant in $VARIANTS; do
+      args=(--grpo-stage trim --set "trim.seed=$seed")
+      while IFS= read -r item; do [ -n "$item" ] && args+=(--set "$item"); done < <(variant_args "$variant")
+      COURSE_ENGINE_RECOMPUTE=$recompute grpo_run "${variant}_s$seed" "$INIT" "$STAGE_MIN" "$CAP" "${args[@]}" & pids+=($!)
+    done
   done
   wait "${pids[@]}"
-  log "round s$seed exported"
+  log "round s$round exported"
   pids=()
-  for variant in $VARIANTS; do
-    name=${variant}_s$seed
-    # the test split for the record, the validation split (50 HotpotQA, 200 NQ) for choosing
-    ( COURSE_CUDA_MEMORY_FRACTION=$CAP eval_run "$name"
-      COURSE_CUDA_MEMORY_FRACTION=$CAP experiment "val_$name" --out "$R/$name/validation" --work "$WORK/$name" \
-        --stage eval --only sft_grpo --set eval.split=validation ) & pids+=($!)
+  for seed in ${round//,/ }; do
+    for variant in $VARIANTS; do
+      name=${variant}_s$seed
+      # the test split for the record, the validation split (50 HotpotQA, 200 NQ) for choosing
+      ( COURSE_CUDA_MEMORY_FRACTION=$CAP eval_run "$name"
+        COURSE_CUDA_MEMORY_FRACTION=$CAP experiment "val_$name" --out "$R/$name/validation" --work "$WORK/$name" \
+          --stage eval --only sft_grpo --set eval.split=validation ) & pids+=($!)
+    done
   done
   wait "${pids[@]}"
   evals=() chosen=()
@@ -80,11 +86,11 @@ for seed in $SEEDS; do
     [ -f "$R/$name/validation/eval/sft_grpo.jsonl" ] && chosen+=("$name=$R/$name/validation/eval/sft_grpo.jsonl")
   done
   "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
-  log "round s$seed tables: status $?"
+  log "round s$round tables: status $?"
   { echo "test split"; "$PY" -m helpers.course.seeds "${evals[@]}"
     [ ${#chosen[@]} -gt 0 ] && echo && echo "validation split" && "$PY" -m helpers.course.seeds "${chosen[@]}"
   } >"$R/verdicts.md" 2>>"$R/tables.log"
-  log "round s$seed verdicts: status $?"
+  log "round s$round verdicts: status $?"
 done
 "$PY" benchmarks/bench_grpo_gpu.py report "$WORK"/*/grpo_* --out "$R/throughput.json" 2>&1 | tee -a "$R/window.log"
 cat "$R/verdicts.md" "$R/tables.md" >>"$R/window.log"
