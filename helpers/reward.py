@@ -192,7 +192,8 @@ def score(groups: Sequence[Any], reward_fn: RewardFn = exact_match_reward,
     work such as sampling reference lengths); one with `sample_counterfactuals(sampling_client,
     tokenizer, groups)` gets `sampling`, the (sampling client, tokenizer) that rolled the groups out,
     to ask the same policy what it would have done elsewhere (`helpers.search_gain`). Each component
-    becomes one metric: its mean over every trajectory of the step.
+    becomes one metric: its mean over every trajectory of the step, and over each data source's
+    trajectories as `<component>/<source>` when the step mixes sources.
     """
     groups = list(groups)
     counterfactuals = getattr(reward_fn, "sample_counterfactuals", None)
@@ -209,6 +210,10 @@ def score(groups: Sequence[Any], reward_fn: RewardFn = exact_match_reward,
         prepare(groups)
     sums: dict[str, float] = {}
     count = 0
+    # also per data source when a batch mixes them: a term that pays on one source and charges on
+    # another reads as a small mean
+    per_source: dict[tuple[str, str], float] = {}
+    counts: dict[str, int] = {}
     for group in groups:
         result = reward_fn(group)
         n = len(group.trajectories)
@@ -222,9 +227,16 @@ def score(groups: Sequence[Any], reward_fn: RewardFn = exact_match_reward,
             if not math.isfinite(value):
                 raise ValueError(f"reward {value} for question {group.index} is not a finite number")
             trajectory.reward = value
+        source = getattr(getattr(group.trajectories[0], "example", None), "data_source", "") if n else ""
         for name, values in result.components.items():
             if len(values) != n:
                 raise ValueError(f"reward component {name!r} has {len(values)} values for {n} trajectories")
-            sums[name] = sums.get(name, 0.0) + float(sum(values))
+            total = float(sum(values))
+            sums[name] = sums.get(name, 0.0) + total
+            per_source[name, source] = per_source.get((name, source), 0.0) + total
         count += n
-    return {name: total / count for name, total in sums.items()} if count else {}
+        counts[source] = counts.get(source, 0) + n
+    means = {name: total / count for name, total in sums.items()} if count else {}
+    if len(counts) > 1:
+        means.update({f"{name}/{source}": total / counts[source] for (name, source), total in per_source.items()})
+    return means

@@ -15,11 +15,16 @@ made to answer there (its turn starts with "Answer:"), greedily. The reward is t
     R(tau) = outcome(tau)                                                        otherwise
 
 so a second search that turned a wrong answer right earns `gain`, one that lost a right answer costs it,
-and one that changed nothing is worth what stopping was. A per-question baseline (the gain over plain
+and one that changed nothing is worth what stopping was. With `pay=False` the term only charges
+(R = outcome + gain * min(0, ...)): no trajectory earns more than its outcome, and a second search is
+charged where it lost the answer its first search had found. The paying form lets a policy profit from
+a first search that finds less (its counterfactual gets worse, so its second search "gains"); the
+charging form cannot be gamed that way, and only trims. A per-question baseline (the gain over plain
 retrieval that s3 rewards) would not do this: the group-relative advantage cancels any constant a
 question adds to all of its trajectories; this term differs between trajectories of one question.
 
-    TrainConfig(reward="search_gain", reward_options={"gain": 0.5})
+    TrainConfig(reward="search_gain", reward_options={"gain": 0.5})               # pays and charges
+    TrainConfig(reward="search_gain", reward_options={"gain": 0.5, "pay": False}) # charges only
 
 The counterfactual costs one short greedy generation per trajectory that searched again, sampled
 beside the others in one batch. Each step logs `outcome`, `second_search_gain` (the term before
@@ -43,6 +48,7 @@ ANSWER_TOKENS = 32
 @dataclass(frozen=True)
 class SearchGainConfig:
     gain: float = 0.5
+    pay: bool = True  # False: only charge (never above the outcome)
 
     def __post_init__(self) -> None:
         if not 0 <= self.gain <= 1:
@@ -90,18 +96,19 @@ def first_search_answers(sampling_client: Any, tokenizer: Any, trajectories: Seq
     return len(wanted)
 
 
-def search_gain_reward(gain: float = SearchGainConfig.gain):
+def search_gain_reward(gain: float = SearchGainConfig.gain, pay: bool = SearchGainConfig.pay):
     """The reward registered as "search_gain" (see the module's docstring). The step samples the
     counterfactuals through `sample_counterfactuals(sampling_client, tokenizer, groups)` before it
     scores the groups."""
-    config = SearchGainConfig(gain)
+    config = SearchGainConfig(gain, bool(pay))
 
     def reward(group) -> GroupRewards:
         outcomes = [outcome_reward(t.valid_format, t.exact_match) for t in group.trajectories]
         firsts = [getattr(t, "first_search_right", None) for t in group.trajectories]
         terms = [0.0 if right is None else float(bool(t.exact_match)) - float(right)
                  for t, right in zip(group.trajectories, firsts)]
-        return GroupRewards([base + config.gain * term for base, term in zip(outcomes, terms)], {
+        applied = terms if config.pay else [min(term, 0.0) for term in terms]
+        return GroupRewards([base + config.gain * term for base, term in zip(outcomes, applied)], {
             "outcome": outcomes, "second_search_gain": terms,
             "first_search_right": [float(bool(right)) for right in firsts],
             "counterfactuals": [float(right is not None) for right in firsts]})

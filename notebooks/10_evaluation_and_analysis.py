@@ -444,6 +444,18 @@ for source in ("hotpotqa", "nq"):
 # `gain`, one that lost a right answer costs it, one that changed nothing earns nothing beyond the
 # outcome. A per-question bonus could not do this: the group-relative advantage subtracts anything that
 # every trajectory of a question shares.
+#
+# Measured on one H200, from the same seed-3 policy, 12–14 updates of `trim` with this reward (gain 0.5)
+# in place of the gated one, seeds 3 and 1: the second search spread to 92 % and 64 % of HotpotQA's test
+# questions and to 31 % and 23 % of NQ's, and paired against the starting policy the searches it added
+# lost answers (HotpotQA 16 → 14 of 64 and 6 → 4 of 36; NQ 62 → 45 of 149 and 41 → 27 of 106). During
+# training the term stayed positive: on batches half synthetic, a second search did beat the policy's own
+# answer after one search. Two mechanisms fit, and the per-source means the step now logs
+# (`second_search_gain/nq`, …) tell them apart: a habit paid for on the synthetic questions, where a
+# second search always pays, spreading to the others; and a comparison the policy controls, since a
+# first search that finds less makes the second one "gain". `reward_options={"gain": 0.5, "pay": False}`
+# closes the second door: it only charges, a second search that lost the answer its first search had
+# found costs `gain`, and no trajectory earns more than its outcome.
 
 # %% [markdown]
 # ## The recorded runs in a tracker

@@ -40,6 +40,40 @@ def test_a_second_search_earns_only_what_it_changed():
     assert result.components["counterfactuals"] == [0.0, 1.0, 1.0, 1.0, 0.0, 1.0]
 
 
+def test_charging_only_never_pays_above_the_outcome_and_still_charges_a_lost_answer():
+    reward = make_reward("search_gain", gain=0.5, pay=False)
+    group = SimpleNamespace(trajectories=[
+        _trajectory(1, True),                      # stopped, right
+        _trajectory(2, True, first_right=False),   # the second search made it right: no bonus
+        _trajectory(2, False, first_right=True),   # the second search lost a right answer: charged
+        _trajectory(2, True, first_right=True),
+    ])
+    result = reward(group)
+    assert result.rewards == [1.0, 1.0, -0.5, 1.0]
+    assert result.components["second_search_gain"] == [0.0, 1.0, -1.0, 0.0]  # the paired term, as measured
+
+
+def test_the_step_reads_each_component_per_source_when_a_batch_mixes_them():
+    def group(source, searches_right_first):
+        trajectories = [SimpleNamespace(search_calls=s, turns=[None] * (s + 1), first_search_right=first,
+                                        answer=None, end_reason="answer",
+                                        final_text="Answer: Paris" if right else "Answer: Rome",
+                                        example=SearchExample(id=source, question="q", answers=["Paris"],
+                                                              data_source=source))
+                        for s, right, first in searches_right_first]
+        return SimpleNamespace(index=0, trajectories=trajectories)
+
+    groups = [group("hotpotqa", [(2, True, False), (1, True, None)]),   # a second search that paid
+              group("nq", [(2, False, True), (1, True, None)])]        # one that lost the answer
+    reward = search_gain_reward(gain=0.5)
+    reward.sample_counterfactuals = lambda *args: None  # the counterfactuals are set above
+    means = score(groups, reward, sampling=(None, None))
+    assert means["second_search_gain/hotpotqa"] == 0.5 and means["second_search_gain/nq"] == -0.5
+    assert means["second_search_gain"] == 0.0  # the mixed mean hides both
+    one_source = score([groups[0]], reward, sampling=(None, None))
+    assert not any("/" in key for key in one_source)
+
+
 def test_it_is_registered_and_refuses_a_gain_outside_zero_to_one():
     assert make_reward("search_gain", gain=0.2)(SimpleNamespace(trajectories=[_trajectory(2, True, False)])).rewards == [1.2]
     with pytest.raises(ValueError, match="gain"):

@@ -10,7 +10,10 @@
 #   tool4    the tool-call penalty doubled (λ 0.4; it only charges calls above the group's right answers);
 #   nosynth  no synthetic questions at all;
 #   gain5    the reward `search_gain` (gain 0.5) instead of the gated one: a second search paid or charged
-#            by what the same policy answers when made to answer after its first search.
+#            by what the same policy answers when made to answer after its first search;
+#   gain5ns  gain5 without synthetic questions (do the second searches it pays spread from them?);
+#   charge5  `search_gain` that only charges (gain 0.5, pay false): a second search that lost the answer
+#            its first search had found costs half the outcome; none earns more than its outcome.
 # Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
 # ($R/<variant>_s<seed>/adapter) and evaluated side by side on the test split (for the record) and the
 # validation split (for choosing); then the next round. After every round `tables.md` and `verdicts.md`
@@ -41,11 +44,13 @@ variant_args() {  # the --set arguments of a variant, one per line
     nosynth) echo "trim.synthetic_share=0" ;;
     tool4) echo 'trim.reward_options={"lambda_tool": 0.4, "lambda_len": 0.0}' ;;
     gain5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}' ;;
+    gain5ns) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}'; echo "trim.synthetic_share=0" ;;
+    charge5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5, "pay": false}' ;;
     *) return 1 ;;
   esac
 }
 for variant in $VARIANTS; do
-  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5)"; exit 2; }
+  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5)"; exit 2; }
 done
 
 log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEEDS stage=${STAGE_MIN}min"
