@@ -225,6 +225,65 @@ def row_evidence(row: Mapping[str, Any], search: Any = None) -> EvidenceReport:
     return build_report(str(row.get("question", "")), answers, gold_passage_ids(row), list(zip(queries, ids, hits)))
 
 
+# --------------------------------------------------------------------------- finding or reading
+
+
+def _all_gold_read(row: Mapping[str, Any]) -> bool | None:
+    """Were every gold passage among the passages the row's searches returned? None when unknown."""
+    gold, read = gold_passage_ids(row), row.get("evidence_ids")
+    if not gold or read is None or any(ids is None for ids in read):
+        return None
+    return set(gold) <= {passage for ids in read for passage in ids}
+
+
+def finding_and_reading(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per data source and over "all": the share of questions whose gold passages the policy's searches
+    all returned (`found`), and its strict EM where they did (`em_found`) and where they did not
+    (`em_missed`). A question missed with its evidence read is a reading error; one missed without it
+    a finding error. Rows without gold passages or stored evidence ids are left out (`n` counts the rest)."""
+    groups: dict[str, list[tuple[bool, bool]]] = {}
+    for row in rows:
+        found = _all_gold_read(row)
+        if found is None:
+            continue
+        item = (found, bool(row.get("exact_match")))
+        groups.setdefault(str(row.get("data_source", "")), []).append(item)
+        groups.setdefault("all", []).append(item)
+
+    def em(items: list[tuple[bool, bool]]) -> float | None:
+        return sum(right for _, right in items) / len(items) if items else None
+
+    table = {}
+    for source, items in groups.items():
+        hit = [item for item in items if item[0]]
+        miss = [item for item in items if not item[0]]
+        table[source] = {"n": len(items), "found": len(hit) / len(items), "em_found": em(hit),
+                         "em_missed": em(miss), "em": em(items)}
+    return table
+
+
+def question_recall_at_k(rows: Sequence[Mapping[str, Any]], index: Any,
+                         ks: Sequence[int] = (1, 3, 5, 10)) -> dict[str, dict[int, float]]:
+    """Per data source: the share of questions whose gold passages are all in BM25's top k for the
+    question as typed (`index.search(question, k)` returning passages with an `id`, as
+    `helpers.search.local.LocalIndex` does), for each k in `ks`. How much a deeper search would find
+    with no query writing at all."""
+    counts: dict[str, list[int]] = {}
+    totals: dict[str, int] = {}
+    ks = sorted(set(ks))
+    for row in rows:
+        gold = set(gold_passage_ids(row))
+        if not gold:
+            continue
+        ranked = [passage.id for passage in index.search(str(row["question"]), k=ks[-1])]
+        source = str(row.get("data_source", ""))
+        hits = counts.setdefault(source, [0] * len(ks))
+        for i, k in enumerate(ks):
+            hits[i] += gold <= set(ranked[:k])
+        totals[source] = totals.get(source, 0) + 1
+    return {source: {k: hits[i] / totals[source] for i, k in enumerate(ks)} for source, hits in counts.items()}
+
+
 # --------------------------------------------------------------------------- reward terms
 
 

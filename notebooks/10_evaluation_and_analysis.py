@@ -280,6 +280,52 @@ plt.show()
 # per-search reward of StepSearch), only on trajectories that end with a valid answer. Notebook 11
 # has you write such a reward.
 #
+# ## Finding or reading?
+#
+# A wrong answer has one of two causes. Either the searches never put the gold passages in front of the
+# policy (a *finding* error: nothing it read held the answer's support), or they did and it still
+# answered wrong (a *reading* error). Evaluation rows store the passages every search returned
+# (`evidence_ids`) beside the question's gold passages, so every question falls on one side.
+#
+# Predict before you run the cell: of the NQ questions where the recorded SFT + GRPO policy read the gold
+# passage, what share does it answer right? And of those where it did not?
+
+# %%
+from helpers.course.reading import reading_figure, reading_table
+from helpers.evidence import finding_and_reading, question_recall_at_k
+from helpers.search.local import get_index
+
+reading = {label: finding_and_reading(rows) for label, rows in agent_runs.items()}
+recall_at_k = question_recall_at_k(recorded_rows["sft_grpo"], get_index(), ks=(1, 2, 3, 5, 8, 10))
+display(reading_table(reading))
+reading_figure(reading, recall_at_k)
+plt.show()
+
+graded = reading[f"{RECORDED_RUN}/sft_grpo"]
+sources = [source for source in graded if source != "all"]
+# EM if every question's gold passages had been read and each source kept its EM where they were
+read_all = sum(graded[s]["n"] * graded[s]["em_found"] for s in sources) / sum(graded[s]["n"] for s in sources)
+display(Markdown("\n".join([
+    f"- The recorded SFT + GRPO policy read NQ's gold passage for {graded['nq']['found']:.0%} of the questions; "
+    f"EM {graded['nq']['em_found']:.2f} there and {graded['nq']['em_missed']:.2f} elsewhere.",
+    f"- BM25's top 3 for the question as typed holds it for {recall_at_k['nq'][3]:.0%}, its top 10 for "
+    f"{recall_at_k['nq'][10]:.0%}.",
+    f"- Had every question's gold passages been read, with this reading, EM would be about {read_all:.2f} "
+    f"(it is {graded['all']['em']:.2f}).",
+])))
+
+# %% [markdown]
+# Both errors are large. Where the gold passage was read, about half of NQ's answers are still wrong: a
+# 0.5B reader misses answers that are in front of it: another name from the same passage, part of the
+# answer's span ("1942" for "June 22, 1942"), a near miss ("turlach" for "turlough"). Where it was not read, almost
+# every answer is wrong, and the "found" share sits where BM25's top 3 for the raw question sits:
+# these policies search NQ with the question itself, once, so their searching adds nothing there. The
+# curve says what more passages would find with no query writing at all; each passage also costs
+# observation tokens (768 an observation in the recorded runs), and a longer observation is more to
+# read. A reward that pays for searching better has to pay for finding what the question's own top 3
+# misses: a first query better than the question, or a second look where the first did not answer.
+
+# %% [markdown]
 # ## Recipes that keep the second search
 #
 # Two recorded policies search again. The **search agent** (`agent`, recorded in `results/h200_agent`)
@@ -677,6 +723,8 @@ display(Markdown("\n".join([
 # 7. The rule calls a second search paying when a policy's EM where it searched again is at least its EM
 #    where it stopped. What does that comparison mix in, and which comparison asks what the second
 #    search did?
+# 8. A policy answers an NQ question wrong. How do you tell whether search or reading failed, and which
+#    of the two would returning more passages a search fix?
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
@@ -704,6 +752,10 @@ display(Markdown("\n".join([
 #    The paired comparison holds the questions fixed: where training added a second search, how many
 #    did the policy get right before and after? Over three seeds of `trim`, 22 → 22 on HotpotQA and
 #    70 → 59 on NQ.
+# 8. Check whether the passages its searches returned include the question's gold passage (the row's
+#    `evidence_ids` against its `gold_passage_ids`): if not, search failed; if so, reading did. More
+#    passages a search fix only the first kind, and only where BM25 ranks the gold passage just below
+#    the cut; they also lengthen every observation the policy reads.
 #
 # </details>
 

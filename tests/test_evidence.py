@@ -169,3 +169,59 @@ def test_eval_rows_store_the_evidence_and_reproduce_the_report(batch, search):
         if row["queries"]:
             with pytest.raises(ValueError, match="pass `search`"):
                 row_evidence(legacy)
+
+
+def _row(source, gold, read, right, question="q"):
+    return {"id": f"{source}-{question}", "question": question, "data_source": source, "gold_passage_ids": gold,
+            "evidence_ids": read, "exact_match": right}
+
+
+def test_finding_and_reading_splits_wrong_answers_by_whether_the_gold_passages_were_read():
+    from helpers.evidence import finding_and_reading
+
+    rows = [
+        _row("hotpotqa", ["a", "b"], [["a", "x"], ["b"]], True),    # both gold, over two searches
+        _row("hotpotqa", ["a", "b"], [["a", "x", "y"]], True),      # one of two: not found
+        _row("hotpotqa", ["a", "b"], [["a", "b"]], False),          # found, read wrong
+        _row("nq", ["c"], [["c"]], True),
+        _row("nq", ["c"], [["d"]], False),
+        _row("nq", ["c"], [[]], False),                             # an empty observation
+        _row("nq", [], [["c"]], True),                              # no gold on record: left out
+        _row("nq", ["c"], [None], True),                            # a backend without ids: left out
+    ]
+    table = finding_and_reading(rows)
+    assert table["hotpotqa"] == {"n": 3, "found": 2 / 3, "em_found": 0.5, "em_missed": 1.0, "em": 2 / 3}
+    assert table["nq"] == {"n": 3, "found": 1 / 3, "em_found": 1.0, "em_missed": 0.0, "em": 1 / 3}
+    assert table["all"]["n"] == 6 and table["all"]["found"] == 0.5
+
+
+def test_question_recall_at_k_counts_questions_whose_gold_passages_are_all_in_the_top_k():
+    from types import SimpleNamespace
+
+    from helpers.evidence import question_recall_at_k
+
+    ranking = {"q1": ["a", "x", "b", "y"], "q2": ["z", "c", "w", "v"]}
+
+    class Index:
+        def search(self, question, k=3):
+            return [SimpleNamespace(id=i) for i in ranking[question][:k]]
+
+    rows = [_row("hotpotqa", ["a", "b"], None, False, "q1"), _row("nq", ["c"], None, False, "q2")]
+    recall = question_recall_at_k(rows, Index(), ks=(3, 1, 2))
+    assert recall == {"hotpotqa": {1: 0.0, 2: 0.0, 3: 1.0}, "nq": {1: 0.0, 2: 1.0, 3: 1.0}}
+
+
+def test_the_reading_figure_and_table_show_every_policy(monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.course.reading import reading_figure, reading_table
+    from helpers.evidence import finding_and_reading
+
+    rows = [_row("hotpotqa", ["a"], [["a"]], True), _row("nq", ["c"], [["d"]], False)]
+    tables = {"run/sft": finding_and_reading(rows), "run/<b>": finding_and_reading(rows[:1])}
+    fig = reading_figure(tables, {"nq": {1: 0.5, 3: 0.7}})
+    assert len(fig.axes) == 3
+    text = str(reading_table(tables))
+    assert "| run/sft | nq | 1 | 0% | – | 0.000 |" in text and "run/<b>" in text
+    assert "&lt;b&gt;" in reading_table(tables)._repr_html_()

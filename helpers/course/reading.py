@@ -1,0 +1,78 @@
+"""Finding or reading? Where a search agent's wrong answers come from, drawn for notebook 10.
+
+A wrong answer has one of two causes: the searches never showed the gold passages (a finding error),
+or they did and the policy still answered wrong (a reading error). `helpers.evidence.finding_and_reading`
+splits a policy's evaluation rows that way; `question_recall_at_k` says how much more BM25 returns for
+the question as typed when it is allowed more passages.
+
+    from helpers.evidence import finding_and_reading, question_recall_at_k
+    from helpers.search.local import get_index
+    tables = {label: finding_and_reading(rows) for label, rows in runs.items()}
+    reading_figure(tables, question_recall_at_k(rows, get_index()))
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from helpers.analyse import COLUMN_INCHES, Table as Cells, policy_colour
+
+# the passages one search returns in every recorded run (`search_topk`)
+RECORDED_TOPK = 3
+
+
+def reading_table(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")) -> Cells:
+    """One row per policy and source: questions, share with every gold passage read, EM there and elsewhere."""
+    rows = []
+    for label, table in tables.items():
+        for source in sources:
+            cell = table.get(source)
+            if cell is None:
+                continue
+            rows.append([label, source, str(cell["n"]), f"{cell['found']:.0%}",
+                         "–" if cell["em_found"] is None else f"{cell['em_found']:.3f}",
+                         "–" if cell["em_missed"] is None else f"{cell['em_missed']:.3f}"])
+    return Cells(["policy", "source", "n", "gold read", "EM: gold read", "EM: gold not read"], rows)
+
+
+def reading_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                   recall_at_k: Mapping[str, Mapping[int, float]] | None = None, sources=("hotpotqa", "nq")):
+    """Left, one panel per source: each policy's EM where its searches returned every gold passage
+    (filled) and where they did not (hollow), the share found under the bars. Right (with `recall_at_k`):
+    the share of questions whose gold passages BM25 returns in its top k for the question as typed,
+    with the recorded runs' k marked."""
+    import matplotlib.pyplot as plt
+
+    panels = len(sources) + (recall_at_k is not None)
+    fig, axes = plt.subplots(1, panels, figsize=(COLUMN_INCHES, 3.8), squeeze=False, layout="constrained")
+    labels = list(tables)
+    for ax, source in zip(axes[0], sources):
+        for x, label in enumerate(labels):
+            cell = tables[label].get(source)
+            if cell is None:
+                continue
+            colour = policy_colour(label.rsplit("/", 1)[-1])
+            ax.bar(x - 0.2, cell["em_found"] or 0.0, 0.38, color=colour)
+            ax.bar(x + 0.2, cell["em_missed"] or 0.0, 0.38, color="white", edgecolor=colour, lw=1.5)
+        ax.set_xticks(range(len(labels)), [f"{label.rsplit('/', 1)[-1]}\n{tables[label][source]['found']:.0%} read"
+                                           if source in tables[label] else label for label in labels], fontsize=7)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("strict EM")
+        ax.set_title(f"{source}: gold read (filled) / not read (hollow)", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    if recall_at_k is not None:
+        ax = axes[0][-1]
+        for source in sources:
+            curve = recall_at_k.get(source)
+            if curve:
+                ax.plot(list(curve), list(curve.values()), marker="o", label=source)
+        ax.axvline(RECORDED_TOPK, color="#555", ls="--", lw=1)
+        ax.text(RECORDED_TOPK, 0.02, f" top {RECORDED_TOPK}: the runs' search", fontsize=8, color="#555")
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("passages a search returns (k)")
+        ax.set_ylabel("every gold passage in BM25's top k")
+        ax.set_title("the question as the query", fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Finding or reading: where the wrong answers come from", fontsize=10)
+    return fig
