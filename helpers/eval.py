@@ -64,6 +64,9 @@ class EvalConfig:
     # rollout.search_budget states a budget in the prompt (budget-forced evaluation)
     rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(group_size=1, temperature=0.0))
     search_backend: str = "local"
+    # passages one search returns; every recorded run read 3 (more passages need a larger
+    # rollout.max_tool_response_tokens, or the observation is cut)
+    search_topk: int = 3
     batch_size: int = 64
     output: str | None = None  # JSONL path
     tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': the summary table sent there too
@@ -71,6 +74,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if isinstance(self.rollout, dict):  # from JSON (a saved config) or a preset
             self.rollout = updated(RolloutConfig(group_size=1, temperature=0.0), self.rollout)
+        if not isinstance(self.search_topk, int) or self.search_topk < 1:
+            raise ValueError(f"search_topk is the number of passages a search returns (>= 1), got {self.search_topk!r}")
 
     def rollout_config(self) -> RolloutConfig:
         """The rollout of an evaluation: one trajectory per question."""
@@ -174,7 +179,7 @@ def evaluate(
         sampling_client = service.create_sampling_client(base_model=model, model_path=config.model_path)
     tokenizer = sampling_client.get_tokenizer()
     if search_client is None and config.mode != "closed_book":
-        search_client = create_search_client(config.search_backend)
+        search_client = create_search_client(config.search_backend, topk=config.search_topk)
     if examples is None:
         examples = load_examples(config.split, data_source=config.data_source, limit=config.limit)
     examples = list(examples)

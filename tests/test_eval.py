@@ -71,3 +71,26 @@ def test_evaluate_rejects_bad_modes():
         evaluate(EvalConfig(mode="oracle"), sampling_client=object(), examples=[])
     with pytest.raises(ValueError, match="model_path"):
         evaluate(EvalConfig(mode="rag", model_path="x"), sampling_client=object(), examples=[])
+
+
+def test_an_evaluation_searches_with_the_stated_number_of_passages(monkeypatch):
+    import helpers.eval as eval_module
+
+    asked = {}
+
+    class Tokenizer:
+        pass
+
+    class Sampler:
+        def get_tokenizer(self):
+            return Tokenizer()
+
+    def fake_client(backend, **options):
+        asked.update(options, backend=backend)
+        return object()
+
+    monkeypatch.setattr(eval_module, "create_search_client", fake_client)
+    rows = evaluate(EvalConfig(search_topk=5, tracker="none"), sampling_client=Sampler(), examples=[], progress=False)
+    assert rows == [] and asked == {"backend": "local", "topk": 5}
+    with pytest.raises(ValueError, match="search_topk"):
+        EvalConfig(search_topk=0)

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One GPU window step: does a search that returns more passages raise a policy's exact match? The recorded
+# runs read BM25's top 3; the question as typed has NQ's gold passage in its top 3 for 69 % of the test
+# questions, its top 5 for 80 %, its top 8 for 86 %. POLICY (an exported adapter) evaluated greedy with
+# the recorded budgets (3 searches, 4 turns, 256 tokens a turn) and each k in TOPKS, its observation
+# budget scaled with k (256 tokens a passage: 768 for the recorded 3) and its trajectory budget by as
+# much for each of the three searches; test and validation, one k at a time, the two splits side by side.
+# Then per k: the tables, and finding against reading (`helpers.evidence.finding_and_reading`).
+#   setsid nohup bash benchmarks/gpu/topk_evals.sh >/root/window.out 2>&1 </dev/null &
+#   MODEL=smollm2-135m POLICY=<adapter> LIMIT=2 RESULTS=/tmp/r BUNDLE=/nonexistent \
+#     bash benchmarks/gpu/topk_evals.sh   # on a CPU
+set -u
+POLICY=${POLICY:-results/h200_replicas/again_s3_exact/adapter}
+TOPKS=${TOPKS:-3 5 8}
+SPLITS=${SPLITS:-test validation}
+CAP=${CAP:-0.3}
+LIMIT=${LIMIT:-}
+source "$(dirname "$0")/common.sh"
+log "start topk_evals policy=$POLICY topks=$TOPKS splits=$SPLITS"
+setup_window
+
+limit=()
+[ -n "$LIMIT" ] && limit=(--limit "$LIMIT")
+for k in $TOPKS; do
+  tool=$(( 256 * k ))
+  trajectory=$(( 4096 + 3 * (tool - 768) ))
+  pids=()
+  for split in $SPLITS; do
+    mkdir -p "$R/top$k"
+    COURSE_CUDA_MEMORY_FRACTION=$CAP "$PY" -m helpers.eval --model "$MODEL" --model-path "$POLICY" --split "$split" \
+      --search-topk "$k" --rollout.max-search-calls 3 --rollout.max-assistant-turns 4 \
+      --rollout.max-assistant-tokens 256 --rollout.max-tool-response-tokens "$tool" \
+      --rollout.max-trajectory-tokens "$trajectory" --rollout.search-concurrency 16 --batch-size 600 \
+      --label "top$k" --output "$R/top$k/$split.jsonl" --tracker none "${limit[@]}" >"$R/top${k}_$split.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; log "top $k: an evaluation exited $?"; done
+done
+
+evals=()
+for k in $TOPKS; do [ -f "$R/top$k/test.jsonl" ] && evals+=("top$k=$R/top$k/test.jsonl"); done
+if [ ${#evals[@]} -gt 0 ]; then
+  "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
+  log "tables: status $?"
+fi
+"$PY" -c "
+import json, sys
+from pathlib import Path
+from helpers.evidence import finding_and_reading
+from helpers.runs import read_jsonl
+out = {}
+for k in '$TOPKS'.split():
+    for split in '$SPLITS'.split():
+        path = Path('$R') / f'top{k}' / f'{split}.jsonl'
+        if path.exists():
+            out[f'top{k}/{split}'] = finding_and_reading(read_jsonl(path))
+print(json.dumps(out, indent=1))" >"$R/reading.json" 2>>"$R/tables.log"
+log "finding and reading: status $?"
+cat "$R/tables.md" >>"$R/window.log" 2>/dev/null
+log "all done"
