@@ -629,6 +629,29 @@ def added_second_searches(before_rows: list[dict], after_rows: list[dict], sourc
 check_added_second_searches(added_second_searches)
 
 # %% [markdown]
+# 7. Write the split of "Finding or reading?": from a policy's evaluation rows, on one source, how many
+#    questions had every gold passage among the passages its searches returned, how many of those it
+#    answered right, and the same for the others. Then apply it to the recorded SFT + GRPO policy's rows.
+
+# %% tags=["exercise"]
+from helpers.checkers import check_finding_and_reading
+
+
+def found_and_right(rows: list[dict], source: str) -> tuple[int, int, int, int]:
+    """(found, right_found, missed, right_missed) on the questions of `source` ("hotpotqa" or "nq").
+    Each row has "data_source", "gold_passage_ids" (a list of passage ids), "evidence_ids" (one list of
+    passage ids per search, or None for a search whose passages have no ids) and "exact_match".
+
+    found: the questions whose gold passages are all among the passages of all their searches together;
+    missed: the others. Leave out a question with no gold passages, or with a search whose ids are None.
+    right_found / right_missed: how many of each the policy answered right.
+    """
+    raise NotImplementedError("write found_and_right")  # your code here
+
+
+check_finding_and_reading(found_and_right)
+
+# %% [markdown]
 # ---
 #
 # ### Solution
@@ -672,6 +695,24 @@ from helpers.course.seeds import SEEDS_RUN
 for seed in seeds:  # (added, right before, right after) per source
     exact_rows, trim_rows = (eval_rows(f"seed{seed}_{stage}", SEEDS_RUN) for stage in ("exact", "trim"))
     print(f"seed {seed}:", {source: added_second_searches(exact_rows, trim_rows, source) for source in ("hotpotqa", "nq")})
+
+
+def found_and_right(rows, source):
+    found, right_found, missed, right_missed = 0, 0, 0, 0
+    for row in rows:
+        gold, searches = set(row["gold_passage_ids"]), row["evidence_ids"]
+        if row["data_source"] != source or not gold or searches is None or any(ids is None for ids in searches):
+            continue
+        read = {passage for ids in searches for passage in ids}  # every search's passages together
+        if gold <= read:
+            found, right_found = found + 1, right_found + bool(row["exact_match"])
+        else:
+            missed, right_missed = missed + 1, right_missed + bool(row["exact_match"])
+    return found, right_found, missed, right_missed
+
+
+check_finding_and_reading(found_and_right)
+print("recorded SFT + GRPO:", {source: found_and_right(recorded_rows["sft_grpo"], source) for source in ("hotpotqa", "nq")})
 
 # %% [markdown]
 # ## What we observed and why

@@ -49,6 +49,12 @@ def rewrite_bonus(group):  # notebook 11's solution: exact match + 0.1 for a rew
     return GroupRewards(rewards)
 
 
+def found_and_right(rows, source):  # the course's finding-or-reading split, as counts for one source
+    from helpers.checkers.reading import expected_counts
+
+    return expected_counts(rows, source)
+
+
 def added_second_searches(before_rows, after_rows, source):  # the course's paired reading, for one source
     gain = added_search_gain(before_rows, after_rows).get(source)
     return (gain["added"], gain["right_before"], gain["right_after"]) if gain else (0, 0, 0)
@@ -72,6 +78,7 @@ REFERENCES = [
     (checkers.check_rewrite_bonus, rewrite_bonus),
     (checkers.check_search_again_rule, lambda table: not rule_failures(table)),
     (checkers.check_added_second_searches, added_second_searches),
+    (checkers.check_finding_and_reading, found_and_right),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
@@ -81,7 +88,7 @@ EXERCISES = {
     "05": {"consume_assistant"},
     "07": {"build_datum"},
     "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean", "importance_sampling_loss"},
-    "10": {"meets_search_again_rule", "added_second_searches"},
+    "10": {"meets_search_again_rule", "added_second_searches", "found_and_right"},
     "11": {"tool_penalties", "rewrite_bonus"},
     "14": {"symmetrised_loss", "gate"},
 }
@@ -241,7 +248,31 @@ def _near_misses():
                  if a["data_source"] == source and a["search_calls"] >= 2 > b["search_calls"]]
         return len(added), sum(b["exact_match"] for b, _ in added), sum(a["exact_match"] for _, a in added)
 
+    def any_gold(rows, source):  # one gold passage of two counted as found
+        kept = [r for r in rows if r["data_source"] == source and r["gold_passage_ids"]
+                and r["evidence_ids"] is not None and None not in r["evidence_ids"]]
+        hit = [r for r in kept if set(r["gold_passage_ids"]) & {p for ids in r["evidence_ids"] for p in ids}]
+        miss = [r for r in kept if r not in hit]
+        return len(hit), sum(r["exact_match"] for r in hit), len(miss), sum(r["exact_match"] for r in miss)
+
+    def last_search_only(rows, source):  # the gold passages of the last search alone
+        kept = [r for r in rows if r["data_source"] == source and r["gold_passage_ids"]
+                and r["evidence_ids"] is not None and None not in r["evidence_ids"]]
+        hit = [r for r in kept if r["evidence_ids"] and set(r["gold_passage_ids"]) <= set(r["evidence_ids"][-1])]
+        miss = [r for r in kept if r not in hit]
+        return len(hit), sum(r["exact_match"] for r in hit), len(miss), sum(r["exact_match"] for r in miss)
+
+    def keeps_unknown(rows, source):  # questions without gold or without ids counted as missed
+        rows = [r for r in rows if r["data_source"] == source]
+        hit = [r for r in rows if r["gold_passage_ids"] and r["evidence_ids"] and None not in r["evidence_ids"]
+               and set(r["gold_passage_ids"]) <= {p for ids in r["evidence_ids"] for p in ids}]
+        miss = [r for r in rows if r not in hit]
+        return len(hit), sum(r["exact_match"] for r in hit), len(miss), sum(r["exact_match"] for r in miss)
+
     return [
+        (checkers.check_finding_and_reading, any_gold),
+        (checkers.check_finding_and_reading, last_search_only),
+        (checkers.check_finding_and_reading, keeps_unknown),
         (checkers.check_added_second_searches, every_second_search),
         (checkers.check_added_second_searches, different_questions),
         (checkers.check_added_second_searches, paired_by_position),
