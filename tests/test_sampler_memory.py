@@ -110,7 +110,8 @@ def test_one_row_that_does_not_fit_raises_the_devices_error(client, prompts, mon
 def test_a_failed_graph_capture_leaves_its_memory_pool_and_the_next_capture_takes_a_fresh_one(monkeypatch):
     """A capture that fails part way can leave the allocator recording into its pool; the decoder must
     not capture into that pool again (it would fail with "already recording to mempool_id"), and must
-    keep decoding (uncaptured) meanwhile."""
+    keep decoding (uncaptured) meanwhile. Before each capture the default pool's cached blocks go back
+    to the device: the graph's own pool cannot use them, and under a memory share they leave it no room."""
     import contextlib
     import warnings
     from types import SimpleNamespace
@@ -141,7 +142,8 @@ def test_a_failed_graph_capture_leaves_its_memory_pool_and_the_next_capture_take
 
     fake_cuda = SimpleNamespace(current_stream=Stream, Stream=Stream, stream=lambda s: contextlib.nullcontext(),
                                 set_stream=lambda s: None, CUDAGraph=Graph, graph=graph,
-                                graph_pool_handle=lambda: pools.append(len(pools)) or pools[-1])
+                                graph_pool_handle=lambda: pools.append(len(pools)) or pools[-1],
+                                empty_cache=lambda: ran.append("empty_cache"))
     monkeypatch.setattr(torch, "cuda", fake_cuda)
     monkeypatch.setattr(graphs, "chunk", lambda *args: ran.append("chunk"))
     decoder = graphs.GraphDecoder.__new__(graphs.GraphDecoder)
@@ -159,6 +161,8 @@ def test_a_failed_graph_capture_leaves_its_memory_pool_and_the_next_capture_take
     second = decoder.runner(weights, state, 0, False, True)
     second()
     assert pools == [0, 1] and ran[-1] == ("replay", 1) and decoder.captures == 1  # a fresh pool, captured
+    # the default pool's cached blocks go back to the device before each capture (warm-up, release, capture)
+    assert ran[:3] == ["chunk", "empty_cache", "chunk"] and ran.count("empty_cache") == 2
     third = decoder.runner(SimpleNamespace(signature=lambda: ("w",)), SimpleNamespace(rows=16, length=512), 0, False, True)
     third()
     assert pools == [0, 1] and ran[-1] == ("replay", 1)  # a capture that succeeded shares its pool with the next

@@ -360,6 +360,10 @@ class GraphDecoder:
             current.wait_stream(side)
             if self.pool is None:
                 self.pool = torch.cuda.graph_pool_handle()
+            # A graph allocates from its own pool, which cannot reuse the blocks the default pool keeps
+            # cached: under a memory share (COURSE_CUDA_MEMORY_FRACTION) a training step's freed blocks
+            # leave a capture no room. Give them back to the device first (once per captured bucket).
+            torch.cuda.empty_cache()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self.pool):
                 plain()
