@@ -16,9 +16,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from helpers.analyse import COLUMN_INCHES, Table as Cells, policy_colour
+from helpers.eval import EvalConfig
 
-# the passages one search returns in every recorded run (`search_topk`)
-RECORDED_TOPK = 3
+# the passages one search returns in every recorded run: the evaluations' default
+RECORDED_TOPK = EvalConfig.search_topk
 
 
 def reading_table(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")) -> Cells:
