@@ -326,6 +326,34 @@ display(Markdown("\n".join([
 # misses: a first query better than the question, or a second look where the first did not answer.
 
 # %% [markdown]
+# ### More passages, measured
+#
+# The curve suggests a shortcut: return more passages a search and the finding errors shrink with no
+# new query at all. One exact-match policy of the multi-search agent's recipe was evaluated on the same
+# test questions with 3, 5 and 8 passages a search, its observation budget raised to 256 tokens a
+# passage. Predict before you run the cell: does its exact match rise with k?
+
+# %%
+from helpers.course.reading import recorded_topk_reading, topk_figure
+
+by_k = recorded_topk_reading()
+topk_figure(by_k)
+plt.show()
+display(Markdown("\n".join(
+    f"- k = {k}: NQ gold passage returned for {t['nq']['found']:.0%}, EM {t['nq']['em_found']:.2f} there; "
+    f"EM over all questions {t['all']['em']:.3f}" for k, t in by_k.items())))
+
+# %% [markdown]
+# It finds more and reads worse. The share of NQ questions whose gold passage it was shown rises as
+# BM25's curve said, and its exact match where the passage was there falls faster: each added passage is
+# one more candidate answer for a 0.5B reader that was trained on three, so it picks another name from
+# the extra passages more often than the extra passages give it the right one. Exact match falls. The
+# estimate "all the gold passages found, at today's reading rate" assumed the reading rate holds; it does
+# not hold when what changes is how much there is to read. A policy trained with the longer observations
+# might read them better; the cheaper road is the one above: a query that puts the gold passage in the
+# top three.
+
+# %% [markdown]
 # ## Recipes that keep the second search
 #
 # Two recorded policies search again. The **search agent** (`agent`, recorded in `results/h200_agent`)
@@ -798,8 +826,9 @@ display(Markdown("\n".join([
 #    70 → 59 on NQ.
 # 8. Check whether the passages its searches returned include the question's gold passage (the row's
 #    `evidence_ids` against its `gold_passage_ids`): if not, search failed; if so, reading did. More
-#    passages a search fix only the first kind, and only where BM25 ranks the gold passage just below
-#    the cut; they also lengthen every observation the policy reads.
+#    passages a search can fix only the first kind, and only where BM25 ranks the gold passage just
+#    below the cut; they also lengthen every observation the policy reads, and measured on the recorded
+#    policy they cost more reading than they gained finding (EM fell from k = 3 to 5 to 8).
 #
 # </details>
 

@@ -225,3 +225,41 @@ def test_the_reading_figure_and_table_show_every_policy(monkeypatch):
     text = str(reading_table(tables))
     assert "| run/sft | nq | 1 | 0% | – | 0.000 |" in text and "run/<b>" in text
     assert "&lt;b&gt;" in reading_table(tables)._repr_html_()
+
+
+def _recorded_eval(folder, label, rows, topk):
+    import json
+
+    (folder / "eval").mkdir(parents=True, exist_ok=True)
+    (folder / "eval" / f"{label}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {"eval": {} if topk is None else {"search_topk": topk}}
+    (folder / "eval" / f"{label}.config.json").write_text(json.dumps(config))
+
+
+def test_recorded_topk_reading_splits_each_evaluation_and_checks_its_k(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers import config
+    from helpers.course.reading import recorded_topk_reading, topk_figure
+    from helpers.evidence import finding_and_reading
+
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    k3 = [_row("hotpotqa", ["a"], [["x"]], False), _row("nq", ["c"], [["d"]], False)]
+    k5 = [_row("hotpotqa", ["a"], [["a"]], True), _row("nq", ["c"], [["c"]], False)]
+    _recorded_eval(tmp_path / "old", "seed", k3, None)  # written before the field: the default k
+    _recorded_eval(tmp_path / "new", "top5", k5, 5)
+    evals = {3: ("old", "seed"), 5: ("new", "top5")}
+    by_k = recorded_topk_reading(evals)
+    assert by_k == {3: finding_and_reading(k3), 5: finding_and_reading(k5)}
+    assert len(topk_figure(by_k).axes) == 2
+
+    with pytest.raises(ValueError, match="searched with 5 passages, not 8"):
+        recorded_topk_reading({8: ("new", "top5")})
+
+
+def test_the_recorded_topk_evaluations_are_the_ones_they_are_named_for():
+    from helpers.course.reading import TOPK_EVALS, recorded_topk_reading
+
+    by_k = recorded_topk_reading()  # raises if a file's own config disagrees with its k
+    assert sorted(by_k) == sorted(TOPK_EVALS) and all(t["all"]["n"] == by_k[3]["all"]["n"] for t in by_k.values())

@@ -140,3 +140,40 @@ def test_after_gives_up_when_the_first_script_ended_without_the_line(tmp_path):
     done, results = _after(tmp_path, "12:00 setup failed\n")
     assert done.returncode == 1 and not (results / "gain" / "ran").exists()
     assert "not started" in (results / "window.log").read_text()
+
+
+def _adapter_evals(tmp_path, evals):
+    """adapter_evals.sh with a Python that records its arguments (and writes an evaluation's rows)."""
+    calls = tmp_path / "calls.txt"
+    python = tmp_path / "python"
+    python.write_text('#!/bin/bash\necho "$*" >> "%s"\n'
+                      'while [ $# -gt 0 ]; do [ "$1" = --output ] && echo "{}" > "$2"; shift; done\n' % calls)
+    python.chmod(0o755)
+    done = subprocess.run(["bash", str(GPU / "adapter_evals.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "EVALS": evals,
+                               "RESULTS": str(tmp_path / "results"), "BUNDLE": str(tmp_path / "none")})
+    return done, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_adapter_evals_gives_each_adapter_its_passages_and_budgets_side_by_side(tmp_path):
+    done, calls = _adapter_evals(tmp_path, "top5=a/adapter@5 base=b/adapter@3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    evals = {c.split("--label ")[1].split()[0]: c.split() for c in calls if c.startswith("-m helpers.eval")}
+    assert set(evals) == {"top5", "base"}
+
+    def value(args, flag):
+        return args[args.index(flag) + 1]
+
+    assert value(evals["top5"], "--model-path") == "a/adapter" and value(evals["top5"], "--search-topk") == "5"
+    assert value(evals["top5"], "--rollout.max-tool-response-tokens") == "1280"  # 256 a passage
+    assert value(evals["top5"], "--rollout.max-trajectory-tokens") == str(4096 + 3 * (1280 - 768))
+    assert value(evals["base"], "--search-topk") == "3" and value(evals["base"], "--rollout.max-trajectory-tokens") == "4096"
+    assert any(c.startswith("-m helpers.analyse --search-learned") for c in calls)
+    log = (tmp_path / "results" / "window.log").read_text()
+    assert "top5: evaluation exited 0" in log and "all done" in log
+
+
+def test_adapter_evals_refuses_an_item_without_its_passages_before_the_set_up(tmp_path):
+    done, calls = _adapter_evals(tmp_path, "top5=a/adapter")
+    assert done.returncode == 2 and "NAME=ADAPTER@K" in done.stdout
+    assert calls == []  # nothing ran, not even the set-up

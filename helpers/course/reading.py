@@ -15,11 +15,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import json
+
 from helpers.analyse import COLUMN_INCHES, Table as Cells, policy_colour
+from helpers.course.policies import AGAIN_RUN
+from helpers.course.recorded import eval_rows, run_folder
 from helpers.eval import EvalConfig
 
 # the passages one search returns in every recorded run: the evaluations' default
 RECORDED_TOPK = EvalConfig.search_topk
+# One exact-match policy (seed 3 of the multi-search agent's recipe) evaluated on the test split with k
+# passages a search, its observation budget 256 tokens a passage: k -> (run, label) of its rows.
+TOPK_EVALS = {RECORDED_TOPK: (f"{AGAIN_RUN}/seeds", "seed3_exact"),
+              5: (f"{AGAIN_RUN}/topk", "top5"), 8: (f"{AGAIN_RUN}/topk", "top8")}
 
 
 def reading_table(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")) -> Cells:
@@ -34,6 +42,45 @@ def reading_table(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources
                          "–" if cell["em_found"] is None else f"{cell['em_found']:.3f}",
                          "–" if cell["em_missed"] is None else f"{cell['em_missed']:.3f}"])
     return Cells(["policy", "source", "n", "gold read", "EM: gold read", "EM: gold not read"], rows)
+
+
+def recorded_topk_reading(evals: Mapping[int, tuple[str, str]] = TOPK_EVALS) -> dict[int, dict[str, Any]]:
+    """Per k, `finding_and_reading` of the recorded evaluation that returned k passages a search. Each
+    evaluation's config must say it searched with that k (an older one without the field searched with
+    the default), so a mislabelled file is an error, not a wrong curve."""
+    from helpers.evidence import finding_and_reading
+
+    out = {}
+    for k, (run, label) in sorted(evals.items()):
+        config = json.loads((run_folder(run) / "eval" / f"{label}.config.json").read_text())
+        searched = config.get("eval", {}).get("search_topk") or RECORDED_TOPK
+        if searched != k:
+            raise ValueError(f"{run}/eval/{label} searched with {searched} passages, not {k}")
+        out[k] = finding_and_reading(eval_rows(label, run))
+    return out
+
+
+def topk_figure(by_k: Mapping[int, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")):
+    """One panel per source, over k (passages a search returns): the share of questions whose gold
+    passages the searches returned, EM where they did, and EM overall."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(sources), figsize=(COLUMN_INCHES, 3.2), squeeze=False, layout="constrained")
+    ks = sorted(by_k)
+    lines = (("found", "gold passages returned", "-", "o"), ("em_found", "EM where returned", "-", "s"),
+             ("em", "EM, all questions", "--", "^"))
+    for ax, source in zip(axes[0], sources):
+        for key, label, style, marker in lines:
+            values = [by_k[k][source][key] for k in ks]
+            ax.plot(ks, [float("nan") if v is None else v for v in values], ls=style, marker=marker, label=label)
+        ax.set_xticks(ks)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("passages a search returns (k)")
+        ax.set_title(source, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("One policy, more passages a search: it finds more and reads worse", fontsize=10)
+    return fig
 
 
 def reading_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]],

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One GPU window step: evaluate exported adapters side by side, each with its own number of passages a
+# search returns. EVALS holds NAME=ADAPTER@K words; each is evaluated greedy on SPLIT with the recorded
+# budgets (3 searches, 4 turns, 256 tokens a turn), its observation budget 256 tokens a passage and its
+# trajectory budget raised by as much for each of the three searches (as topk_evals.sh), all at once
+# under CAP of the GPU's memory each; rows in $R/NAME/SPLIT.jsonl, then one table and finding/reading.
+#   EVALS="top5=results/x/adapter@5 trim=results/y/adapter@3" \
+#     setsid nohup bash benchmarks/gpu/adapter_evals.sh >/root/window.out 2>&1 </dev/null &
+#   MODEL=smollm2-135m EVALS="a=<adapter>@3" LIMIT=2 RESULTS=/tmp/r BUNDLE=/nonexistent \
+#     bash benchmarks/gpu/adapter_evals.sh   # on a CPU
+set -u
+EVALS=${EVALS:?NAME=ADAPTER@K words}
+SPLIT=${SPLIT:-test}
+CAP=${CAP:-0.15}
+LIMIT=${LIMIT:-}
+for item in $EVALS; do  # before the set-up, so a typo costs seconds, not a window's minutes
+  [[ $item =~ ^[A-Za-z0-9_.-]+=.+@[1-9][0-9]*$ ]] || { echo "expected NAME=ADAPTER@K (K passages, >= 1), got $item"; exit 2; }
+done
+source "$(dirname "$0")/common.sh"
+log "start adapter_evals split=$SPLIT evals=$EVALS"
+setup_window
+
+limit=()
+[ -n "$LIMIT" ] && limit=(--limit "$LIMIT")
+pids=()
+names=()
+for item in $EVALS; do
+  name=${item%%=*}; rest=${item#*=}; adapter=${rest%@*}; k=${rest##*@}
+  tool=$(( 256 * k ))
+  trajectory=$(( 4096 + 3 * (tool - 768) ))
+  mkdir -p "$R/$name"
+  COURSE_CUDA_MEMORY_FRACTION=$CAP "$PY" -m helpers.eval --model "$MODEL" --model-path "$adapter" --split "$SPLIT" \
+    --search-topk "$k" --rollout.max-search-calls 3 --rollout.max-assistant-turns 4 \
+    --rollout.max-assistant-tokens 256 --rollout.max-tool-response-tokens "$tool" \
+    --rollout.max-trajectory-tokens "$trajectory" --rollout.search-concurrency 16 --batch-size 600 \
+    --label "$name" --output "$R/$name/$SPLIT.jsonl" --tracker none "${limit[@]}" >"$R/$name.log" 2>&1 &
+  pids+=($!); names+=("$name")
+done
+for i in "${!pids[@]}"; do wait "${pids[$i]}"; log "${names[$i]}: evaluation exited $?"; done
+
+evals=()
+for name in "${names[@]}"; do [ -f "$R/$name/$SPLIT.jsonl" ] && evals+=("$name=$R/$name/$SPLIT.jsonl"); done
+if [ ${#evals[@]} -gt 0 ]; then
+  "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
+  log "tables: status $?"
+  "$PY" -c "
+import json, sys
+from helpers.evidence import finding_and_reading
+from helpers.runs import read_jsonl
+print(json.dumps({a.split('=')[0]: finding_and_reading(read_jsonl(a.split('=', 1)[1])) for a in sys.argv[1:]}, indent=1))" \
+    "${evals[@]}" >"$R/reading.json" 2>>"$R/tables.log"
+  log "finding and reading: status $?"
+  cat "$R/tables.md" >>"$R/window.log"
+fi
+log "all done"
