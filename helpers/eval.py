@@ -35,7 +35,7 @@ from helpers.reward import contains_answer, score_answer
 from helpers.rollout import RolloutConfig, observe_search, rollout_batch
 from helpers.runs import add_config_arguments, config_from_args, updated, write_jsonl
 from helpers.runs import result as _result
-from helpers.search import create_search_client, format_results
+from helpers.search import SEARCH_TOPK, check_search_topk, create_search_client, format_results
 from helpers.tracking import DEFAULT_TRACKER, evaluation_run_name, log_evaluation, open_tracker
 
 MODES = ("agent", "closed_book", "rag")
@@ -64,9 +64,7 @@ class EvalConfig:
     # rollout.search_budget states a budget in the prompt (budget-forced evaluation)
     rollout: RolloutConfig = field(default_factory=lambda: RolloutConfig(group_size=1, temperature=0.0))
     search_backend: str = "local"
-    # passages one search returns; every recorded run read 3 (more passages need a larger
-    # rollout.max_tool_response_tokens, or the observation is cut)
-    search_topk: int = 3
+    search_topk: int = SEARCH_TOPK  # passages one search returns
     batch_size: int = 64
     output: str | None = None  # JSONL path
     tracker: str = DEFAULT_TRACKER  # or 'tensorboard' / 'swanlab': the summary table sent there too
@@ -74,8 +72,7 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if isinstance(self.rollout, dict):  # from JSON (a saved config) or a preset
             self.rollout = updated(RolloutConfig(group_size=1, temperature=0.0), self.rollout)
-        if not isinstance(self.search_topk, int) or self.search_topk < 1:
-            raise ValueError(f"search_topk is the number of passages a search returns (>= 1), got {self.search_topk!r}")
+        check_search_topk(self.search_topk)
 
     def rollout_config(self) -> RolloutConfig:
         """The rollout of an evaluation: one trajectory per question."""

@@ -69,7 +69,7 @@ def open_session(config: Any, service=None, search_client=None, examples=None,
     run.keep_metrics_before(start_step)
     tokenizer = training_client.get_tokenizer()
     if search_client is None:
-        search_client = create_search_client(config.search_backend)
+        search_client = create_search_client(config.search_backend, topk=config.search_topk)
     if examples is None:
         examples = training_examples(config)
     run.write_json("config.json", {"train": dataclasses.asdict(config), "model": model})

@@ -41,6 +41,7 @@ from helpers.reward import RewardFn, score
 from helpers.reward_functions import for_session, make_reward
 from helpers.rollout import Group, RolloutConfig, rollout_groups
 from helpers.runs import RunDir, add_config_arguments, append_jsonl, config_from_args, materialise_checkpoint, result, updated
+from helpers.search import SEARCH_TOPK, check_search_topk
 from helpers.session import TrainingSession, open_session, save_checkpoint
 from helpers.tracking import DEFAULT_TRACKER, open_tracker, run_name
 
@@ -66,14 +67,14 @@ class TrainConfig:
     # group size, budgets and sampling of every rollout (its seed is set per step from `seed`)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     search_backend: str = "local"
+    search_topk: int = SEARCH_TOPK  # passages one search returns (its observation must fit rollout's budget)
     # the reward function, by its registered name (helpers.reward_functions.reward_names()), and its options
     reward: str = "exact_match"
     reward_options: dict = field(default_factory=dict)
     # keep only groups with signal, rolling out more questions until the step has its quota
     dynamic_sampling: bool = False
     dynamic_sampling_rounds: int = 4  # rollouts per step at most, the first included
-    # batches the first round rolls out at once (fewer, bigger rounds; on an H200 beside two other runs
-    # 2 made the step slower, benchmarks/RESULTS.md)
+    # batches the first round rolls out at once (on an H200 beside two other runs 2 made the step slower)
     dynamic_sampling_draw: int = 1
     learning_rate: float = 5e-5
     grad_clip_norm: float = 1.0
@@ -106,6 +107,7 @@ class TrainConfig:
         if min(self.dynamic_sampling_rounds, self.dynamic_sampling_draw) < 1:
             raise ValueError(f"dynamic_sampling_rounds and dynamic_sampling_draw must be >= 1, got "
                              f"{self.dynamic_sampling_rounds} and {self.dynamic_sampling_draw}")
+        check_search_topk(self.search_topk)
 
     def rollout_config(self, step: int = 0) -> RolloutConfig:
         # a fixed seed per step: a resumed step resamples the same
@@ -122,14 +124,8 @@ class TrainConfig:
 # --------------------------------------------------------------------------- one step
 
 
-def optimise(
-    training_client,
-    datums: Sequence[TrainingDatum],
-    total_samples: int,
-    adam_params,
-    max_datums: int = 8,
-    max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS,
-) -> dict[str, float]:
+def optimise(training_client, datums: Sequence[TrainingDatum], total_samples: int, adam_params,
+             max_datums: int = 8, max_tokens: int = MAX_TRAIN_CONTEXT_TOKENS) -> dict[str, float]:
     """Micro-batched forward_backward on importance_sampling, then a single optim_step."""
     micro_batches = pack_micro_batches(datums, max_datums=max_datums, max_tokens=max_tokens)
     sent: list[pytrio.Datum] = []

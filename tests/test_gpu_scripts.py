@@ -177,3 +177,37 @@ def test_adapter_evals_refuses_an_item_without_its_passages_before_the_set_up(tm
     done, calls = _adapter_evals(tmp_path, "top5=a/adapter")
     assert done.returncode == 2 and "NAME=ADAPTER@K" in done.stdout
     assert calls == []  # nothing ran, not even the set-up
+
+
+def test_trim_variants_trains_and_evaluates_exact5_with_five_passages_and_budgets_to_fit(tmp_path):
+    calls = tmp_path / "calls.txt"
+    python = tmp_path / "python"
+    python.write_text('#!/bin/bash\nprintf "%%s\\n" "$*" >> "%s"\n' % calls)
+    python.chmod(0o755)
+    done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "VARIANTS": "exact5 base", "SEEDS": "1",
+                               "RESULTS": str(tmp_path / "results"), "WORK": str(tmp_path / "work"),
+                               "BUNDLE": str(tmp_path / "none"), "INIT_EVAL": str(tmp_path / "none.jsonl")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = calls.read_text().splitlines()
+
+    def experiment(label, stage):
+        [line] = [c for c in lines if f"--stage {stage}" in c and f"/{label} " in c + " "]
+        return line
+
+    tool, trajectory = 5 * 256, 4096 + 3 * (5 * 256 - 768)
+    trained = experiment("exact5_s1", "grpo")
+    assert all(f"--set {item}" in trained for item in (
+        "trim.reward=exact_match", "trim.synthetic_share=0", "trim.search_topk=5",
+        f"trim.rollout.max_tool_response_tokens={tool}", f"trim.rollout.max_trajectory_tokens={trajectory}"))
+    evaluations = [c for c in lines if "--stage eval" in c and "exact5_s1" in c]
+    assert len(evaluations) == 2  # test and validation, both searching as the policy was trained to
+    assert all("--set eval.search_topk=5" in c and f"eval.rollout.max_tool_response_tokens={tool}" in c
+               for c in evaluations)
+    assert not any("search_topk" in c for c in lines if "base_s1" in c)  # the other variants as recorded
+
+
+def test_trim_variants_refuses_an_unknown_variant_before_the_set_up(tmp_path):
+    done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "VARIANTS": "exact7", "RESULTS": str(tmp_path / "r")})
+    assert done.returncode == 2 and "unknown variant exact7" in done.stdout

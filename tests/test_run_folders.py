@@ -151,3 +151,29 @@ def test_open_session_resumes_from_the_newest_checkpoint_that_loads(tmp_path):
         session = open_session(config, service=service, search_client=object(), examples=[])
     assert session.start_step == 2 and loads[-1] == str(run.path / "checkpoints" / "step00002")
     assert [r["step"] for r in read_jsonl(run.metrics)] == []  # steps 2 and 3 will be redone
+
+
+def test_a_training_run_searches_with_its_configured_number_of_passages(tmp_path, monkeypatch):
+    import helpers.session as session_module
+    from helpers.experiment import make_plan
+
+    asked = {}
+
+    def fake_client(backend, **options):
+        asked.update(options, backend=backend)
+        return object()
+
+    class Trainer:
+        def get_tokenizer(self):
+            return None
+
+    monkeypatch.setattr(session_module, "create_search_client", fake_client)
+    service = SimpleNamespace(create_lora_training_client=lambda **kwargs: Trainer())
+    open_session(TrainConfig(out=str(tmp_path / "run"), search_topk=5), service=service, examples=[])
+    assert asked == {"backend": "local", "topk": 5}
+    with pytest.raises(ValueError, match="search_topk"):
+        TrainConfig(search_topk=0)
+    # a recipe's stages take it from --set, as every other field (its evaluation is set on its own)
+    plan = make_plan("h200_again", str(tmp_path / "x"), overrides=["grpo.search_topk=5", "eval.search_topk=5"])
+    assert {stage.search_topk for stage in plan.stages.values()} == {5} and plan.eval.search_topk == 5
+    assert make_plan("h200_again", str(tmp_path / "y")).stages["trim"].search_topk == TrainConfig().search_topk

@@ -65,6 +65,8 @@ grpo_run() {  # grpo_run NAME INIT MINUTES CAP [ARGS...] : GRPO ($PRESET) from t
     cp "$run"/metrics.jsonl "$run"/summary.json "$run"/config.json "$R/$name/$(basename "$run")/" 2>/dev/null
   done
 }
-eval_run() {  # eval_run NAME : the test evaluation of what grpo_run NAME trained ($PRESET, as it ran)
-  experiment "eval_$1" --out "$R/$1" --work "$WORK/$1" --stage eval --only sft_grpo
+eval_run() {  # eval_run NAME [ARGS...] : the test evaluation of what grpo_run NAME trained ($PRESET, as it
+  # ran; ARGS such as --set eval.search_topk=5 for what its evaluation must share with its training)
+  local name=$1; shift
+  experiment "eval_$name" --out "$R/$name" --work "$WORK/$name" --stage eval --only sft_grpo "$@"
 }

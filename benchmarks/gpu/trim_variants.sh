@@ -13,7 +13,11 @@
 #            by what the same policy answers when made to answer after its first search;
 #   gain5ns  gain5 without synthetic questions (do the second searches it pays spread from them?);
 #   charge5  `search_gain` that only charges (gain 0.5, pay false): a second search that lost the answer
-#            its first search had found costs half the outcome; none earns more than its outcome.
+#            its first search had found costs half the outcome; none earns more than its outcome;
+#   exact5   exact match, no synthetic questions, 5 passages a search (observation budget 256 tokens a
+#            passage, as topk_evals.sh) until the minutes end: can the policy learn to read the passages
+#            that, untrained, cost it more answers than they found? Evaluated with 5 passages too;
+#   exact3   its control: the same with 3 passages (the recorded budgets).
 # Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
 # ($R/<variant>_s<seed>/adapter) and evaluated side by side on the test split (for the record) and the
 # validation split (for choosing); then the next round. After every round `tables.md` and `verdicts.md`
@@ -46,11 +50,23 @@ variant_args() {  # the --set arguments of a variant, one per line
     gain5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}' ;;
     gain5ns) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}'; echo "trim.synthetic_share=0" ;;
     charge5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5, "pay": false}' ;;
+    exact3|exact5) echo "trim.reward=exact_match"; echo "trim.reward_options={}"; echo "trim.synthetic_share=0"
+      echo "trim.max_steps=400"; passages "trim" "${1#exact}" ;;
     *) return 1 ;;
   esac
 }
+passages() {  # passages SECTION K : K passages a search, the observation and trajectory budgets to fit them
+  local tool=$(( 256 * $2 ))
+  echo "$1.search_topk=$2"; echo "$1.rollout.max_tool_response_tokens=$tool"
+  echo "$1.rollout.max_trajectory_tokens=$(( 4096 + 3 * (tool - 768) ))"
+}
+eval_args() {  # the --set arguments a variant's evaluations need (what it searched with), one per line
+  case $1 in
+    exact3|exact5) passages eval "${1#exact}" ;;
+  esac
+}
 for variant in $VARIANTS; do
-  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5)"; exit 2; }
+  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, exact3, exact5)"; exit 2; }
 done
 
 log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEEDS stage=${STAGE_MIN}min"
@@ -77,9 +93,11 @@ for round in $SEEDS; do
     for variant in $VARIANTS; do
       name=${variant}_s$seed
       # the test split for the record, the validation split (50 HotpotQA, 200 NQ) for choosing
-      ( COURSE_CUDA_MEMORY_FRACTION=$CAP eval_run "$name"
+      eargs=()
+      while IFS= read -r item; do [ -n "$item" ] && eargs+=(--set "$item"); done < <(eval_args "$variant")
+      ( COURSE_CUDA_MEMORY_FRACTION=$CAP eval_run "$name" "${eargs[@]}"
         COURSE_CUDA_MEMORY_FRACTION=$CAP experiment "val_$name" --out "$R/$name/validation" --work "$WORK/$name" \
-          --stage eval --only sft_grpo --set eval.split=validation ) & pids+=($!)
+          --stage eval --only sft_grpo --set eval.split=validation "${eargs[@]}" ) & pids+=($!)
     done
   done
   wait "${pids[@]}"

@@ -30,8 +30,19 @@ def resolve_search_timeout(backend: str, timeout: float | None) -> float | None:
     return DEFAULT_TIMEOUTS.get(backend)
 
 
+# passages one search returns, in training and evaluation alike; every recorded run read 3 (more passages
+# need a larger rollout.max_tool_response_tokens, or the observation is cut)
+SEARCH_TOPK = 3
+
+
+def check_search_topk(topk) -> None:
+    """A clear error for a number of passages a search cannot return."""
+    if not isinstance(topk, int) or isinstance(topk, bool) or topk < 1:
+        raise ValueError(f"search_topk is the number of passages a search returns (>= 1), got {topk!r}")
+
+
 def create_search_client(backend: str = "local", env_path: str | Path | None = None, *,
-                         timeout: float | None = None, topk: int = 3, **kwargs) -> SearchClient:
+                         timeout: float | None = None, topk: int = SEARCH_TOPK, **kwargs) -> SearchClient:
     """One client per backend name; extra keyword arguments go to that backend's class."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown search backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -59,10 +70,12 @@ def create_search_client(backend: str = "local", env_path: str | Path | None = N
 
 __all__ = [
     "BACKENDS",
+    "SEARCH_TOPK",
     "SearchClient",
     "SearchItem",
     "SearchResult",
     "SearchStats",
+    "check_search_topk",
     "create_search_client",
     "format_item",
     "format_results",
