@@ -17,7 +17,11 @@ log() { echo "$(date -u +%T) $*" | tee -a "$R/window.log"; }
 
 setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, data, index, synthetic split
   if [ -d "$B/whl" ]; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$B"/whl/*.whl >>"$R/setup.log" 2>&1
+    # once a machine: a second script (after.sh) must not reinstall under the first one's running processes
+    if [ ! -f /tmp/site/.installed ]; then
+      "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$B"/whl/*.whl >>"$R/setup.log" 2>&1 \
+        && touch /tmp/site/.installed
+    fi
     export PYTHONPATH=/tmp/site:$PWD
   fi
   if ls "$B"/q.* >/dev/null 2>&1 && [ ! -f "$B/q.gguf" ]; then
