@@ -450,6 +450,27 @@ def stage_report(plan: Plan) -> Path:
 # --------------------------------------------------------------------------- entry point
 
 
+def record_config(plan: Plan, preset: str, overrides: list[str], ran) -> None:
+    """`config.json` of the out folder: per stage, the settings of the command that last ran it. A run
+    made by one command per stage (train, then evaluate with its own --set) keeps each stage's own."""
+    path = plan.out / "config.json"
+    previous = json.loads(path.read_text()) if path.is_file() else {}
+    if previous.get("preset") != preset or not isinstance(previous.get("overrides"), dict):
+        previous = {}  # another preset's, or written before the record was kept per stage
+    sections = {"sft": {"sft": dataclasses.asdict(plan.sft)},
+                "grpo": {"grpo": dataclasses.asdict(plan.grpo),
+                         "stages": {name: dataclasses.asdict(config) for name, config in plan.stages.items()}},
+                "eval": {"eval": dataclasses.asdict(plan.eval)}}
+    record = {"preset": preset, "overrides": {}, **{k: v for part in sections.values() for k, v in part.items()}}
+    kept = {"overrides", *(key for part in sections.values() for key in part)}
+    record.update({k: v for k, v in previous.items() if k in kept})
+    for stage in ran:  # what this command runs is recorded as it runs it
+        record.update(sections[stage])
+        record["overrides"][stage] = list(overrides)
+    record["env"] = {k: os.environ.get(k) for k in ("COURSE_PROFILE", "COURSE_BACKEND", "COURSE_MODEL")}
+    path.write_text(json.dumps(record, indent=2))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m helpers.experiment", description=__doc__.split("\n")[0])
@@ -479,11 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan.out.mkdir(parents=True, exist_ok=True)
     with (plan.out / "commands.txt").open("a") as handle:
         handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  python -m helpers.experiment {' '.join(argv)}\n")
-    (plan.out / "config.json").write_text(json.dumps(
-        {"preset": args.preset, "overrides": args.overrides, "sft": dataclasses.asdict(plan.sft),
-         "grpo": dataclasses.asdict(plan.grpo), "eval": dataclasses.asdict(plan.eval),
-         "stages": {name: dataclasses.asdict(config) for name, config in plan.stages.items()},
-         "env": {k: os.environ.get(k) for k in ("COURSE_PROFILE", "COURSE_BACKEND", "COURSE_MODEL")}}, indent=2))
+    record_config(plan, args.preset, args.overrides, STAGES if args.stage == "all" else (args.stage,))
     started = time.perf_counter()
 
     if course_config.device() == "cpu":

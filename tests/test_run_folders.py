@@ -177,3 +177,23 @@ def test_a_training_run_searches_with_its_configured_number_of_passages(tmp_path
     plan = make_plan("h200_again", str(tmp_path / "x"), overrides=["grpo.search_topk=5", "eval.search_topk=5"])
     assert {stage.search_topk for stage in plan.stages.values()} == {5} and plan.eval.search_topk == 5
     assert make_plan("h200_again", str(tmp_path / "y")).stages["trim"].search_topk == TrainConfig().search_topk
+
+
+def test_an_out_folders_config_keeps_each_stages_settings_from_the_command_that_ran_it(tmp_path):
+    import json
+
+    from helpers.experiment import make_plan, record_config
+
+    out, work = str(tmp_path / "out"), str(tmp_path / "work")
+    trained = ["trim.search_topk=5", "trim.seed=2"]
+    (tmp_path / "out").mkdir()
+    record_config(make_plan("h200_again", out, work, trained), "h200_again", trained, ("grpo",))
+    evaluated = ["eval.search_topk=5"]
+    record_config(make_plan("h200_again", out, work, evaluated), "h200_again", evaluated, ("eval",))
+    record = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert record["stages"]["trim"]["search_topk"] == 5 and record["stages"]["trim"]["seed"] == 2  # not lost
+    assert record["eval"]["search_topk"] == 5
+    assert record["overrides"] == {"grpo": trained, "eval": evaluated}
+    # another preset's record is not mixed in
+    record_config(make_plan("h200", out, work, []), "h200", [], ("eval",))
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["overrides"] == {"eval": []}
