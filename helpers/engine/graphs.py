@@ -365,7 +365,11 @@ class GraphDecoder:
             # leave a capture no room. Give them back to the device first (once per captured bucket).
             torch.cuda.empty_cache()
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self.pool):
+            # thread_local: only this thread's unsafe calls break the capture. In the default global
+            # mode a CUDA call another thread of the process makes meanwhile (the rollout loop, the
+            # trainer's host) invalidates it, which surfaces as "operation failed due to a previous
+            # error during capture" with no earlier error in this thread.
+            with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
                 plain()
         except Exception as error:  # noqa: BLE001 - decoding goes on uncaptured, but say so
             # Out of memory (several runs share one GPU under memory caps), say, the warm-up stops part
