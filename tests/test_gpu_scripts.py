@@ -179,17 +179,33 @@ def test_adapter_evals_refuses_an_item_without_its_passages_before_the_set_up(tm
     assert calls == []  # nothing ran, not even the set-up
 
 
-def test_trim_variants_trains_and_evaluates_exact5_with_five_passages_and_budgets_to_fit(tmp_path):
+def _trim_variants(tmp_path, **env):
+    """trim_variants.sh with a Python that records its arguments and the recompute setting it ran with."""
+    tmp_path.mkdir(exist_ok=True)
     calls = tmp_path / "calls.txt"
     python = tmp_path / "python"
-    python.write_text('#!/bin/bash\nprintf "%%s\\n" "$*" >> "%s"\n' % calls)
+    python.write_text('#!/bin/bash\nprintf "RECOMPUTE=%%s %%s\\n" "$COURSE_ENGINE_RECOMPUTE" "$*" >> "%s"\n' % calls)
     python.chmod(0o755)
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "VARIANTS": "exact5 base", "SEEDS": "1",
-                               "RESULTS": str(tmp_path / "results"), "WORK": str(tmp_path / "work"),
-                               "BUNDLE": str(tmp_path / "none"), "INIT_EVAL": str(tmp_path / "none.jsonl")})
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "RESULTS": str(tmp_path / "results"),
+                               "WORK": str(tmp_path / "work"), "BUNDLE": str(tmp_path / "none"),
+                               "INIT_EVAL": str(tmp_path / "none.jsonl"), **env})
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = calls.read_text().splitlines()
+    return calls.read_text().splitlines()
+
+
+def test_trim_variants_keeps_activations_only_for_the_seeds_named_and_none_when_the_list_is_empty(tmp_path):
+    def recompute(lines, seed):
+        return {c.split()[0] for c in lines if "--stage grpo" in c and f"base_s{seed}" in c}
+
+    lines = _trim_variants(tmp_path / "default", VARIANTS="base", SEEDS="1,2")
+    assert recompute(lines, 1) == {"RECOMPUTE=0"} and recompute(lines, 2) == {"RECOMPUTE=1"}
+    lines = _trim_variants(tmp_path / "none", VARIANTS="base", SEEDS="1,2", KEEP_ACTIVATIONS_SEEDS="")
+    assert recompute(lines, 1) == recompute(lines, 2) == {"RECOMPUTE=1"}
+
+
+def test_trim_variants_trains_and_evaluates_exact5_with_five_passages_and_budgets_to_fit(tmp_path):
+    lines = _trim_variants(tmp_path, VARIANTS="exact5 base", SEEDS="1")
 
     def experiment(label, stage):
         [line] = [c for c in lines if f"--stage {stage}" in c and f"/{label} " in c + " "]

@@ -38,7 +38,7 @@ CAP=${CAP:-0.3}
 # the rounds whose seed is listed here train with COURSE_ENGINE_RECOMPUTE=0 (activations kept, not
 # recomputed in backward: the same gradient, less arithmetic, smaller micro-batches); the report's
 # trainer tokens a second set them against the other rounds
-KEEP_ACTIVATIONS_SEEDS=${KEEP_ACTIVATIONS_SEEDS:-1}
+KEEP_ACTIVATIONS_SEEDS=${KEEP_ACTIVATIONS_SEEDS-1}  # empty: every seed recomputes
 source "$(dirname "$0")/common.sh"
 
 variant_args() {  # the --set arguments of a variant, one per line
