@@ -465,7 +465,7 @@ def record_config(plan: Plan, preset: str, overrides: list[str], ran) -> None:
     kept = {"overrides", *(key for part in sections.values() for key in part)}
     record.update({k: v for k, v in previous.items() if k in kept})
     for stage in ran:  # what this command runs is recorded as it runs it
-        record.update(sections[stage])
+        record.update(sections.get(stage, {}))  # the report has no settings of its own
         record["overrides"][stage] = list(overrides)
     record["env"] = {k: os.environ.get(k) for k in ("COURSE_PROFILE", "COURSE_BACKEND", "COURSE_MODEL")}
     path.write_text(json.dumps(record, indent=2))
