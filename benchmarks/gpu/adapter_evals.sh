@@ -2,7 +2,7 @@
 # One GPU window step: evaluate exported adapters side by side, each with its own number of passages a
 # search returns. EVALS holds NAME=ADAPTER@K words; each is evaluated greedy on SPLIT with the recorded
 # budgets (3 searches, 4 turns, 256 tokens a turn), its observation budget 256 tokens a passage and its
-# trajectory budget raised by as much for each of the three searches (as topk_evals.sh), all at once
+# trajectory budget raised by as much for each of the three searches (`eval_adapter`, common.sh), all at once
 # under CAP of the GPU's memory each; rows in $R/NAME/SPLIT.jsonl, then one table and finding/reading.
 #   EVALS="top5=results/x/adapter@5 trim=results/y/adapter@3" \
 #     setsid nohup bash benchmarks/gpu/adapter_evals.sh >/root/window.out 2>&1 </dev/null &
@@ -26,14 +26,9 @@ pids=()
 names=()
 for item in $EVALS; do
   name=${item%%=*}; rest=${item#*=}; adapter=${rest%@*}; k=${rest##*@}
-  tool=$(( 256 * k ))
-  trajectory=$(( 4096 + 3 * (tool - 768) ))
   mkdir -p "$R/$name"
-  COURSE_CUDA_MEMORY_FRACTION=$CAP "$PY" -m helpers.eval --model "$MODEL" --model-path "$adapter" --split "$SPLIT" \
-    --search-topk "$k" --rollout.max-search-calls 3 --rollout.max-assistant-turns 4 \
-    --rollout.max-assistant-tokens 256 --rollout.max-tool-response-tokens "$tool" \
-    --rollout.max-trajectory-tokens "$trajectory" --rollout.search-concurrency 16 --batch-size 600 \
-    --label "$name" --output "$R/$name/$SPLIT.jsonl" --tracker none "${limit[@]}" >"$R/$name.log" 2>&1 &
+  COURSE_CUDA_MEMORY_FRACTION=$CAP eval_adapter "$adapter" "$k" "$SPLIT" "$name" "$R/$name/$SPLIT.jsonl" "${limit[@]}" \
+    >"$R/$name.log" 2>&1 &
   pids+=($!); names+=("$name")
 done
 for i in "${!pids[@]}"; do wait "${pids[$i]}"; log "${names[$i]}: evaluation exited $?"; done

@@ -22,16 +22,11 @@ setup_window
 limit=()
 [ -n "$LIMIT" ] && limit=(--limit "$LIMIT")
 for k in $TOPKS; do
-  tool=$(( 256 * k ))
-  trajectory=$(( 4096 + 3 * (tool - 768) ))
   pids=()
   for split in $SPLITS; do
     mkdir -p "$R/top$k"
-    COURSE_CUDA_MEMORY_FRACTION=$CAP "$PY" -m helpers.eval --model "$MODEL" --model-path "$POLICY" --split "$split" \
-      --search-topk "$k" --rollout.max-search-calls 3 --rollout.max-assistant-turns 4 \
-      --rollout.max-assistant-tokens 256 --rollout.max-tool-response-tokens "$tool" \
-      --rollout.max-trajectory-tokens "$trajectory" --rollout.search-concurrency 16 --batch-size 600 \
-      --label "top$k" --output "$R/top$k/$split.jsonl" --tracker none "${limit[@]}" >"$R/top${k}_$split.log" 2>&1 &
+    COURSE_CUDA_MEMORY_FRACTION=$CAP eval_adapter "$POLICY" "$k" "$split" "top$k" "$R/top$k/$split.jsonl" "${limit[@]}" \
+      >"$R/top${k}_$split.log" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid"; log "top $k: an evaluation exited $?"; done
