@@ -13,9 +13,8 @@ the question as typed when it is allowed more passages.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import json
+from typing import Any, Mapping
 
 from helpers.analyse import COLUMN_INCHES, Table as Cells, policy_colour
 from helpers.course.policies import AGAIN_RUN
