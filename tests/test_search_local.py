@@ -222,3 +222,26 @@ def test_format_item_always_four_lines_at_most_with_one_line_fields(title, conte
     lines = text.split("\n")
     assert lines[0].startswith("[3] Title: ") and lines[1].startswith("    Content: ")
     assert len(lines) == 2 + bool(" ".join((source or "").split()))
+
+
+def test_every_search_backend_returns_the_one_declared_number_of_passages_by_default():
+    import inspect
+
+    from helpers.eval import EvalConfig
+    from helpers.search import SEARCH_TOPK, create_search_client
+    from helpers.search.deepseek import DeepSeekSearchClient
+    from helpers.search.local import LocalIndex, LocalSearchClient
+    from helpers.search.retriever import RetrieverSearchClient
+    from helpers.search.server import RetrievalServer
+    from helpers.search.wikipedia import WikipediaSearchClient
+    from helpers.search.zhihu import ZhihuSearchClient
+    from helpers.train import TrainConfig
+
+    def default(fn, name="topk"):
+        return inspect.signature(fn).parameters[name].default
+
+    backends = (LocalSearchClient, RetrieverSearchClient, WikipediaSearchClient, ZhihuSearchClient,
+                DeepSeekSearchClient, RetrievalServer)
+    assert {default(cls.__init__) for cls in backends} == {SEARCH_TOPK}
+    assert default(create_search_client) == default(LocalIndex.search, "k") == SEARCH_TOPK
+    assert TrainConfig().search_topk == EvalConfig().search_topk == SEARCH_TOPK

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.search.format import format_item, format_results
-from helpers.search.types import SearchClient, SearchItem, SearchResult, SearchStats
+from helpers.search.types import SEARCH_TOPK, SearchClient, SearchItem, SearchResult, SearchStats
 
 BACKENDS = ("local", "retriever", "wikipedia", "deepseek", "zhihu")
 # Online services answer in seconds; the local index in milliseconds.
@@ -28,11 +28,6 @@ def resolve_search_timeout(backend: str, timeout: float | None) -> float | None:
             raise ValueError(f"timeout must be positive, got {timeout}")
         return float(timeout)
     return DEFAULT_TIMEOUTS.get(backend)
-
-
-# passages one search returns, in training and evaluation alike; every recorded run read 3 (more passages
-# need a larger rollout.max_tool_response_tokens, or the observation is cut)
-SEARCH_TOPK = 3
 
 
 def check_search_topk(topk) -> None:

@@ -6,14 +6,14 @@ import argparse
 import json
 import sys
 
-from helpers.search import BACKENDS, create_search_client, format_results
+from helpers.search import BACKENDS, SEARCH_TOPK, create_search_client, format_results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.search")
     parser.add_argument("query", nargs="+")
     parser.add_argument("--backend", default="local", choices=BACKENDS)
-    parser.add_argument("--topk", type=int, default=3)
+    parser.add_argument("--topk", type=int, default=SEARCH_TOPK)
     parser.add_argument("--url", help="retriever backend: the server's /retrieve URL")
     args = parser.parse_args(argv)
     kwargs = {"url": args.url} if args.backend == "retriever" and args.url else {}

@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 from helpers.search.format import MAX_CONTENT_CHARS, cut
 from helpers.search.http import (BadResponse, Deadline, OnlineSearchClient, RateLimiter, RetryPolicy, check_key,
                                  env_value, http_call)
-from helpers.search.types import SearchItem, SearchResult
+from helpers.search.types import SEARCH_TOPK, SearchItem, SearchResult
 
 DEEPSEEK_BASE_URL = "https://api.deepseek.com/anthropic"
 DEFAULT_MODEL = "deepseek-v4-flash"
@@ -83,7 +83,7 @@ class DeepSeekSearchClient(OnlineSearchClient):
     retry_statuses = frozenset({429, 500, 502, 503, 504, 529})  # 529: overloaded (Anthropic API)
 
     def __init__(self, api_key: str, *, base_url: str = DEEPSEEK_BASE_URL, model: str = DEFAULT_MODEL,
-                 topk: int = 3, max_uses: int = 3, max_tokens: int = 2048, timeout: float | None = 60.0,
+                 topk: int = SEARCH_TOPK, max_uses: int = 3, max_tokens: int = 2048, timeout: float | None = 60.0,
                  retry: RetryPolicy | None = None, limiter: RateLimiter | None = None,
                  max_chars: int = MAX_CONTENT_CHARS):
         super().__init__(timeout=timeout, retry=retry, limiter=limiter)

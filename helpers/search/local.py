@@ -35,7 +35,7 @@ from bm25s.tokenization import STOPWORDS_EN  # noqa: E402
 from helpers import config  # noqa: E402
 from helpers.search.format import MAX_CONTENT_CHARS, cut  # noqa: E402
 from helpers.search.http import replace_lone_surrogates  # noqa: E402
-from helpers.search.types import SearchItem, SearchResult, SearchStats  # noqa: E402
+from helpers.search.types import SEARCH_TOPK, SearchItem, SearchResult, SearchStats  # noqa: E402
 
 INDEX_VERSION = 2
 # same matches as bm25s's (?u)\b\w\w+\b (a greedy run always ends at a boundary), twice as fast
@@ -272,7 +272,7 @@ class LocalIndex:
     def __len__(self) -> int:
         return len(self.passages)
 
-    def search(self, query: str, k: int = 3) -> list[Passage]:
+    def search(self, query: str, k: int = SEARCH_TOPK) -> list[Passage]:
         """Top-k passages with a positive score, best first (empty when no word matches)."""
         ids = [self._vocab[t] for t in analyze(query) if t in self._vocab]
         if not ids or k <= 0:
@@ -319,7 +319,7 @@ class LocalSearchClient:
 
     name = "local"
 
-    def __init__(self, index: LocalIndex | None = None, *, topk: int = 3,
+    def __init__(self, index: LocalIndex | None = None, *, topk: int = SEARCH_TOPK,
                  max_chars: int = MAX_CONTENT_CHARS, index_dir: str | Path | None = None):
         if index is None:  # a missing index stops the run here, before any rollout searches
             require_index(index_dir)

@@ -11,7 +11,7 @@ import time
 
 from helpers.search.format import MAX_CONTENT_CHARS, cut
 from helpers.search.http import BadResponse, Deadline, OnlineSearchClient, RetryPolicy, env_value, http_call
-from helpers.search.types import SearchItem, SearchResult
+from helpers.search.types import SEARCH_TOPK, SearchItem, SearchResult
 
 DEFAULT_URL = "http://127.0.0.1:8000/retrieve"
 
@@ -32,7 +32,7 @@ def _document_to_item(doc, max_chars: int) -> SearchItem:
 class RetrieverSearchClient(OnlineSearchClient):
     name = "retriever"
 
-    def __init__(self, url: str | None = None, *, topk: int = 3, timeout: float | None = 10.0,
+    def __init__(self, url: str | None = None, *, topk: int = SEARCH_TOPK, timeout: float | None = 10.0,
                  max_chars: int = MAX_CONTENT_CHARS, retry: RetryPolicy | None = None, env_path=None):
         super().__init__(timeout=timeout, retry=retry or RetryPolicy(max_retries=1, backoff=0.5))
         self.url = url or env_value("SEARCH_R1_RETRIEVER_URL", env_path) or DEFAULT_URL

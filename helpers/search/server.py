@@ -35,6 +35,7 @@ from pathlib import Path
 
 from helpers.search.http import valid_unicode
 from helpers.search.local import get_index
+from helpers.search.types import SEARCH_TOPK
 
 MAX_QUERIES = 512
 MAX_TOPK = 100
@@ -151,7 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, body)
 
 
-def _validate(request, default_topk: int = 3) -> str | None:
+def _validate(request, default_topk: int = SEARCH_TOPK) -> str | None:
     if not isinstance(request, dict):
         return "body must be a JSON object"
     queries = request.get("queries")
@@ -232,7 +233,7 @@ class _PooledHTTPServer(HTTPServer):
 class RetrievalServer:
     """A Search-R1-compatible retrieval server on a background thread (a context manager)."""
 
-    def __init__(self, index=None, *, host: str = "127.0.0.1", port: int = 0, topk: int = 3,
+    def __init__(self, index=None, *, host: str = "127.0.0.1", port: int = 0, topk: int = SEARCH_TOPK,
                  index_dir: str | Path | None = None, request_timeout: float = REQUEST_TIMEOUT,
                  workers: int = WORKERS, backlog: int = BACKLOG):
         if index is None:
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Serve the offline BM25 index with the Search-R1 retriever API.")
     parser.add_argument("--host", default="127.0.0.1", help="use 0.0.0.0 to accept other machines")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--topk", type=int, default=3, help="default when a request gives no topk")
+    parser.add_argument("--topk", type=int, default=SEARCH_TOPK, help="default when a request gives no topk")
     parser.add_argument("--index-dir", default=None)
     args = parser.parse_args(argv)
     server = RetrievalServer(host=args.host, port=args.port, topk=args.topk, index_dir=args.index_dir)

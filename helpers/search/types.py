@@ -6,6 +6,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
+# passages one search returns, in training and evaluation alike and in every backend; every recorded run
+# read 3 (more passages need a larger rollout.max_tool_response_tokens, or the observation is cut)
+SEARCH_TOPK = 3
+
 
 @dataclass(frozen=True)
 class SearchItem:

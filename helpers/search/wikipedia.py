@@ -12,7 +12,7 @@ import time
 
 from helpers.search.http import (USER_AGENT, BadResponse, Deadline, OnlineSearchClient, RateLimiter, RetryPolicy, clean_query,
                                  http_call, redact, with_params)
-from helpers.search.types import SearchItem, SearchResult
+from helpers.search.types import SEARCH_TOPK, SearchItem, SearchResult
 
 WIKIPEDIA_SEARCH_ENDPOINT = "https://en.wikipedia.org/w/api.php"
 WIKIPEDIA_USER_AGENT = USER_AGENT
@@ -60,7 +60,7 @@ def parse_pages(payload) -> list[SearchItem]:
 class WikipediaSearchClient(OnlineSearchClient):
     name = "wikipedia"
 
-    def __init__(self, *, endpoint: str = WIKIPEDIA_SEARCH_ENDPOINT, topk: int = 3, exchars: int = 1200,
+    def __init__(self, *, endpoint: str = WIKIPEDIA_SEARCH_ENDPOINT, topk: int = SEARCH_TOPK, exchars: int = 1200,
                  timeout: float | None = 15.0, retry: RetryPolicy | None = None,
                  limiter: RateLimiter | None = SHARED_LIMITER):
         super().__init__(timeout=timeout, retry=retry, limiter=limiter)

@@ -17,7 +17,7 @@ from pathlib import Path
 from helpers.search.format import MAX_CONTENT_CHARS, cut
 from helpers.search.http import (BadResponse, Deadline, OnlineSearchClient, RateLimiter, RetryPolicy, check_key,
                                  env_value, http_call)
-from helpers.search.types import SearchItem, SearchResult
+from helpers.search.types import SEARCH_TOPK, SearchItem, SearchResult
 
 ZHIHU_SEARCH_ENDPOINT = "https://developer.zhihu.com/api/v1/content/global_search"
 
@@ -60,7 +60,7 @@ class ZhihuSearchClient(OnlineSearchClient):
     # a 429 drops the key and fails over at once; only server errors are retried with backoff
     retry_statuses = frozenset({500, 502, 503, 504})
 
-    def __init__(self, keys: list[str], *, endpoint: str = ZHIHU_SEARCH_ENDPOINT, topk: int = 3,
+    def __init__(self, keys: list[str], *, endpoint: str = ZHIHU_SEARCH_ENDPOINT, topk: int = SEARCH_TOPK,
                  timeout: float | None = 15.0, retry: RetryPolicy | None = None,
                  limiter: RateLimiter | None = None, max_chars: int = MAX_CONTENT_CHARS):
         super().__init__(timeout=timeout, retry=retry, limiter=limiter)
