@@ -38,13 +38,7 @@ for name in "${names[@]}"; do [ -f "$R/$name/$SPLIT.jsonl" ] && evals+=("$name=$
 if [ ${#evals[@]} -gt 0 ]; then
   "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
   log "tables: status $?"
-  "$PY" -c "
-import json, sys
-from helpers.evidence import finding_and_reading
-from helpers.runs import read_jsonl
-print(json.dumps({a.split('=')[0]: finding_and_reading(read_jsonl(a.split('=', 1)[1])) for a in sys.argv[1:]}, indent=1))" \
-    "${evals[@]}" >"$R/reading.json" 2>>"$R/tables.log"
-  log "finding and reading: status $?"
+  reading_json "$R/reading.json" "${evals[@]}"
   cat "$R/tables.md" >>"$R/window.log"
 fi
 log "all done"

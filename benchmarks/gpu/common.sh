@@ -69,17 +69,32 @@ grpo_run() {  # grpo_run NAME INIT MINUTES CAP [ARGS...] : GRPO ($PRESET) from t
     cp "$run"/metrics.jsonl "$run"/summary.json "$run"/config.json "$R/$name/$(basename "$run")/" 2>/dev/null
   done
 }
+passage_budgets() {  # passage_budgets K : "OBSERVATION TRAJECTORY" tokens for K passages a search: 256 a
+  # passage (768 for the recorded 3), and the recorded 4,096 a trajectory raised by as much for each of
+  # its three searches
+  local tool=$(( 256 * $1 ))
+  echo "$tool $(( 4096 + 3 * (tool - 768) ))"
+}
 eval_adapter() {  # eval_adapter ADAPTER K SPLIT LABEL OUTPUT [ARGS...] : an exported adapter evaluated greedy
-  # with the recorded budgets (3 searches, 4 turns, 256 tokens a turn) and K passages a search, its
-  # observation budget 256 tokens a passage (768 for the recorded 3) and its trajectory budget raised by
-  # as much for each of the three searches
-  local adapter=$1 k=$2 split=$3 label=$4 output=$5; shift 5
-  local tool=$(( 256 * k ))
+  # with the recorded budgets (3 searches, 4 turns, 256 tokens a turn), K passages a search and
+  # passage_budgets K
+  local adapter=$1 k=$2 split=$3 label=$4 output=$5 tool trajectory; shift 5
+  read -r tool trajectory < <(passage_budgets "$k")
   "$PY" -m helpers.eval --model "$MODEL" --model-path "$adapter" --split "$split" \
     --search-topk "$k" --rollout.max-search-calls 3 --rollout.max-assistant-turns 4 \
     --rollout.max-assistant-tokens 256 --rollout.max-tool-response-tokens "$tool" \
-    --rollout.max-trajectory-tokens "$(( 4096 + 3 * (tool - 768) ))" --rollout.search-concurrency 16 \
+    --rollout.max-trajectory-tokens "$trajectory" --rollout.search-concurrency 16 \
     --batch-size 600 --label "$label" --output "$output" --tracker none "$@"
+}
+reading_json() {  # reading_json OUT LABEL=ROWS.jsonl... : helpers.evidence.finding_and_reading per label, as JSON
+  local out=$1; shift
+  "$PY" -c "
+import json, sys
+from helpers.evidence import finding_and_reading
+from helpers.runs import read_jsonl
+print(json.dumps({a.split('=')[0]: finding_and_reading(read_jsonl(a.split('=', 1)[1])) for a in sys.argv[1:]}, indent=1))" \
+    "$@" >"$out" 2>>"$R/tables.log"
+  log "finding and reading: status $?"
 }
 eval_run() {  # eval_run NAME [ARGS...] : the test evaluation of what grpo_run NAME trained ($PRESET, as it
   # ran; ARGS such as --set eval.search_topk=5 for what its evaluation must share with its training)

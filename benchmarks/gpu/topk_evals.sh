@@ -38,18 +38,10 @@ if [ ${#evals[@]} -gt 0 ]; then
   "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
   log "tables: status $?"
 fi
-"$PY" -c "
-import json, sys
-from pathlib import Path
-from helpers.evidence import finding_and_reading
-from helpers.runs import read_jsonl
-out = {}
-for k in '$TOPKS'.split():
-    for split in '$SPLITS'.split():
-        path = Path('$R') / f'top{k}' / f'{split}.jsonl'
-        if path.exists():
-            out[f'top{k}/{split}'] = finding_and_reading(read_jsonl(path))
-print(json.dumps(out, indent=1))" >"$R/reading.json" 2>>"$R/tables.log"
-log "finding and reading: status $?"
+rows=()
+for k in $TOPKS; do
+  for split in $SPLITS; do [ -f "$R/top$k/$split.jsonl" ] && rows+=("top$k/$split=$R/top$k/$split.jsonl"); done
+done
+[ ${#rows[@]} -gt 0 ] && reading_json "$R/reading.json" "${rows[@]}"
 cat "$R/tables.md" >>"$R/window.log" 2>/dev/null
 log "all done"

@@ -15,7 +15,7 @@
 #   charge5  `search_gain` that only charges (gain 0.5, pay false): a second search that lost the answer
 #            its first search had found costs half the outcome; none earns more than its outcome;
 #   exact5   exact match, no synthetic questions, 5 passages a search (observation budget 256 tokens a
-#            passage, as topk_evals.sh) until the minutes end: can the policy learn to read the passages
+#            passage, as `passage_budgets` in common.sh) until the minutes end: can the policy learn to read the passages
 #            that, untrained, cost it more answers than they found? Evaluated with 5 passages too;
 #   exact3   its control: the same with 3 passages (the recorded budgets).
 # Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
@@ -55,10 +55,11 @@ variant_args() {  # the --set arguments of a variant, one per line
     *) return 1 ;;
   esac
 }
-passages() {  # passages SECTION K : K passages a search, the observation and trajectory budgets to fit them
-  local tool=$(( 256 * $2 ))
+passages() {  # passages SECTION K : K passages a search, and the budgets to fit them (passage_budgets)
+  local tool trajectory
+  read -r tool trajectory < <(passage_budgets "$2")
   echo "$1.search_topk=$2"; echo "$1.rollout.max_tool_response_tokens=$tool"
-  echo "$1.rollout.max_trajectory_tokens=$(( 4096 + 3 * (tool - 768) ))"
+  echo "$1.rollout.max_trajectory_tokens=$trajectory"
 }
 eval_args() {  # the --set arguments a variant's evaluations need (what it searched with), one per line
   case $1 in

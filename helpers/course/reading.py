@@ -19,10 +19,10 @@ from typing import Any, Mapping
 from helpers.analyse import COLUMN_INCHES, Table as Cells, policy_colour
 from helpers.course.policies import AGAIN_RUN
 from helpers.course.recorded import eval_rows, run_folder
-from helpers.eval import EvalConfig
+from helpers.search import SEARCH_TOPK
 
-# the passages one search returns in every recorded run: the evaluations' default
-RECORDED_TOPK = EvalConfig.search_topk
+# the passages one search returns in every recorded run: the declared default
+RECORDED_TOPK = SEARCH_TOPK
 # One exact-match policy (seed 3 of the multi-search agent's recipe) evaluated on the test split with k
 # passages a search, its observation budget 256 tokens a passage: k -> (run, label) of its rows.
 TOPK_EVALS = {RECORDED_TOPK: (f"{AGAIN_RUN}/seeds", "seed3_exact"),
