@@ -223,7 +223,22 @@ def test_trim_variants_trains_and_evaluates_exact5_with_five_passages_and_budget
     assert not any("search_topk" in c for c in lines if "base_s1" in c)  # the other variants as recorded
 
 
-def test_trim_variants_refuses_an_unknown_variant_before_the_set_up(tmp_path):
+def test_trim_variants_trains_any_variant_with_k_passages_and_evaluates_it_with_them(tmp_path):
+    lines = _trim_variants(tmp_path, VARIANTS="charge5-k2 exact2", SEEDS="1")
+    tool, trajectory = 2 * 256, 4096 + 3 * (2 * 256 - 768)
+    [trained] = [c for c in lines if "--stage grpo" in c and "/charge5-k2_s1 " in c]
+    assert all(f"--set {item}" in trained for item in (
+        "trim.reward=search_gain", "trim.search_topk=2", f"trim.rollout.max_tool_response_tokens={tool}",
+        f"trim.rollout.max_trajectory_tokens={trajectory}"))
+    assert "trim.synthetic_share=0" not in trained  # charge5 keeps its synthetic half
+    evaluations = [c for c in lines if "--stage eval" in c and "charge5-k2_s1" in c]
+    assert len(evaluations) == 2 and all("--set eval.search_topk=2" in c for c in evaluations)
+    [exact2] = [c for c in lines if "--stage grpo" in c and "/exact2_s1 " in c]
+    assert "--set trim.search_topk=2" in exact2 and "--set trim.reward=exact_match" in exact2
+
+
+@pytest.mark.parametrize("variant", ["exact0", "bogus", "bogus-k2", "exact5-k2", "charge5-k0"])
+def test_trim_variants_refuses_an_unknown_variant_before_the_set_up(tmp_path, variant):
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "VARIANTS": "exact7", "RESULTS": str(tmp_path / "r")})
-    assert done.returncode == 2 and "unknown variant exact7" in done.stdout
+                          env={"PATH": "/usr/bin:/bin", "VARIANTS": variant, "RESULTS": str(tmp_path / "r")})
+    assert done.returncode == 2 and f"unknown variant {variant}" in done.stdout

@@ -17,7 +17,9 @@
 #   exact5   exact match, no synthetic questions, 5 passages a search (observation budget 256 tokens a
 #            passage, as `passage_budgets` in common.sh) until the minutes end: can the policy learn to read the passages
 #            that, untrained, cost it more answers than they found? Evaluated with 5 passages too;
-#   exact3   its control: the same with 3 passages (the recorded budgets).
+#   exact3   its control: the same with 3 passages (the recorded budgets); exactK for any K passages;
+#   NAME-kK  any variant above but exactK, searching with K passages (charge5-k2: charge5, 2 passages a
+#            search); both training and its evaluations search with K, with budgets to fit.
 # Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
 # ($R/<variant>_s<seed>/adapter) and evaluated side by side on the test split (for the record) and the
 # validation split (for choosing); then the next round. After every round `tables.md` and `verdicts.md`
@@ -50,8 +52,11 @@ variant_args() {  # the --set arguments of a variant, one per line
     gain5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}' ;;
     gain5ns) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}'; echo "trim.synthetic_share=0" ;;
     charge5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5, "pay": false}' ;;
-    exact3|exact5) echo "trim.reward=exact_match"; echo "trim.reward_options={}"; echo "trim.synthetic_share=0"
+    exact[1-9]|exact[1-9][0-9]) echo "trim.reward=exact_match"; echo "trim.reward_options={}"; echo "trim.synthetic_share=0"
       echo "trim.max_steps=400"; passages "trim" "${1#exact}" ;;
+    *-k[1-9]|*-k[1-9][0-9])  # any other variant searching with K passages
+      case ${1%-k*} in exact*|*-k*) return 1 ;; esac
+      variant_args "${1%-k*}" && passages "trim" "${1##*-k}" ;;
     *) return 1 ;;
   esac
 }
@@ -63,11 +68,12 @@ passages() {  # passages SECTION K : K passages a search, and the budgets to fit
 }
 eval_args() {  # the --set arguments a variant's evaluations need (what it searched with), one per line
   case $1 in
-    exact3|exact5) passages eval "${1#exact}" ;;
+    exact[1-9]|exact[1-9][0-9]) passages eval "${1#exact}" ;;
+    *-k[1-9]|*-k[1-9][0-9]) passages eval "${1##*-k}" ;;
   esac
 }
 for variant in $VARIANTS; do
-  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, exact3, exact5)"; exit 2; }
+  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, exactK; any but exactK with -kK)"; exit 2; }
 done
 
 log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEEDS stage=${STAGE_MIN}min"

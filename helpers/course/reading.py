@@ -25,8 +25,8 @@ from helpers.search import SEARCH_TOPK
 RECORDED_TOPK = SEARCH_TOPK
 # One exact-match policy (seed 3 of the multi-search agent's recipe) evaluated on the test split with k
 # passages a search, its observation budget 256 tokens a passage: k -> (run, label) of its rows.
-TOPK_EVALS = {RECORDED_TOPK: (f"{AGAIN_RUN}/seeds", "seed3_exact"),
-              5: (f"{AGAIN_RUN}/topk", "top5"), 8: (f"{AGAIN_RUN}/topk", "top8")}
+TOPK_EVALS = {RECORDED_TOPK: (f"{AGAIN_RUN}/seeds", "seed3_exact"), 1: (f"{AGAIN_RUN}/topk", "top1"),
+              2: (f"{AGAIN_RUN}/topk", "top2"), 5: (f"{AGAIN_RUN}/topk", "top5"), 8: (f"{AGAIN_RUN}/topk", "top8")}
 
 
 def reading_table(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")) -> Cells:
