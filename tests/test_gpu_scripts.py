@@ -242,3 +242,49 @@ def test_trim_variants_refuses_an_unknown_variant_before_the_set_up(tmp_path, va
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "VARIANTS": variant, "RESULTS": str(tmp_path / "r")})
     assert done.returncode == 2 and f"unknown variant {variant}" in done.stdout
+
+
+def _three(tmp_path, mps_control: bool, **env):
+    """three_side_by_side.sh with a Python that records its arguments and the MPS pipe it would use, and
+    (with `mps_control`) an nvidia-cuda-mps-control that records what it was asked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    calls = tmp_path / "calls.txt"
+    python = bin_dir / "python"
+    python.write_text('#!/bin/bash\nprintf "PIPE=%%s %%s\\n" "${CUDA_MPS_PIPE_DIRECTORY:-none}" "$*" >> "%s"\n' % calls)
+    python.chmod(0o755)
+    if mps_control:
+        control = bin_dir / "nvidia-cuda-mps-control"
+        control.write_text('#!/bin/bash\nprintf "control %%s stdin=%%s\\n" "$*" "$( [ "$1" = -d ] || cat)" >> "%s"\n' % calls)
+        control.chmod(0o755)
+    done = subprocess.run(["bash", str(GPU / "three_side_by_side.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(python), "RESULTS": str(tmp_path / "r"),
+                               "WORK": str(tmp_path / "w"), "BUNDLE": str(tmp_path / "none"),
+                               "MPS_DIR": str(tmp_path / "mps"), **env})
+    return done, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_three_side_by_side_runs_its_processes_as_clients_of_its_own_mps_server_and_quits_it(tmp_path):
+    done, calls = _three(tmp_path, mps_control=True, MPS="1", TAG="mps")
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = [c for c in calls if "--stage grpo" in c]
+    assert len(runs) == 3 and all(c.startswith(f"PIPE={tmp_path / 'mps' / 'pipe'} ") for c in runs)
+    assert all(any(f"/mps_{i} " in c for c in runs) for i in (1, 2, 3))  # the round's own folders
+    control = [i for i, c in enumerate(calls) if c.startswith("control")]
+    first_run, last_run = calls.index(runs[0]), calls.index(runs[-1])
+    assert calls[control[0]].startswith("control -d") and control[0] < first_run  # the daemon first
+    assert calls[control[-1]].endswith("stdin=quit") and control[-1] > last_run  # quit after the runs
+    report = [c for c in calls if "bench_grpo_gpu.py report" in c]
+    assert report and report[0].startswith("PIPE=none ")  # the server is gone before the report
+    assert "MPS server up" in (tmp_path / "r" / "window.log").read_text()
+
+
+def test_three_side_by_side_without_mps_or_where_mps_is_missing(tmp_path):
+    done, calls = _three(tmp_path / "plain", mps_control=True, TAG="plain")
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = [c for c in calls if "--stage grpo" in c]
+    assert len(runs) == 3 and all(c.startswith("PIPE=none ") for c in runs)
+    assert not any(c.startswith("control") for c in calls)
+    done, calls = _three(tmp_path / "missing", mps_control=False, MPS="1")
+    assert done.returncode == 3 and not any("--stage grpo" in c for c in calls)  # no silent plain round
+    assert "MPS unavailable" in (tmp_path / "missing" / "r" / "window.log").read_text()

@@ -38,6 +38,28 @@ watch_memory() {  # each process's GPU memory every 5 s into $R/gpu_memory.csv, 
     nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 5 >"$R/gpu_memory.csv" 2>&1 &
   fi
 }
+MPS_DIR=${MPS_DIR:-/tmp/course-mps}
+start_mps() {  # a CUDA MPS control daemon of the window's own (pipe and log folders under MPS_DIR): the
+  # processes started after it are its clients, their kernels sharing the GPU at once instead of in
+  # time slices; returns 1 (and starts nothing) where MPS is missing or a client cannot reach it
+  command -v nvidia-cuda-mps-control >/dev/null || { log "no nvidia-cuda-mps-control on PATH"; return 1; }
+  mkdir -p "$MPS_DIR/pipe" "$MPS_DIR/log"
+  export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe CUDA_MPS_LOG_DIRECTORY=$MPS_DIR/log
+  if ! nvidia-cuda-mps-control -d >>"$R/mps.log" 2>&1; then
+    log "nvidia-cuda-mps-control -d failed"; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; return 1
+  fi
+  # a client that cannot reach the server fails at its first CUDA call: find out before the runs do
+  if ! "$PY" -c "import torch; torch.zeros(1, device='cuda'); print('MPS client reached the GPU')" >>"$R/mps.log" 2>&1; then
+    log "an MPS client could not reach the GPU (mps.log)"; stop_mps; return 1
+  fi
+  log "MPS server up ($MPS_DIR)"
+}
+stop_mps() {  # quit the daemon start_mps started; its logs beside the window's as mps_<name>.log
+  echo quit | nvidia-cuda-mps-control >>"$R/mps.log" 2>&1
+  local f; for f in "$MPS_DIR"/log/*.log; do [ -f "$f" ] && cp "$f" "$R/mps_$(basename "$f")"; done
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  log "MPS server stopped"
+}
 experiment() {  # experiment NAME ARGS... : one helpers.experiment command ($PRESET), its log and exit status
   local name=$1; shift
   "$PY" -m helpers.experiment --preset "$PRESET" "$@" >"$R/$name.log" 2>&1
