@@ -35,7 +35,7 @@ from helpers.reward import contains_answer, score_answer
 from helpers.rollout import RolloutConfig, observe_search, rollout_batch
 from helpers.runs import add_config_arguments, config_from_args, updated, write_jsonl
 from helpers.runs import result as _result
-from helpers.search import SEARCH_TOPK, check_search_topk, create_search_client, format_results
+from helpers.search import SEARCH_TOPK, check_client_topk, check_search_topk, create_search_client, format_results
 from helpers.tracking import DEFAULT_TRACKER, evaluation_run_name, log_evaluation, open_tracker
 
 MODES = ("agent", "closed_book", "rag")
@@ -168,6 +168,8 @@ def evaluate(
         raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
     if config.mode != "agent" and config.model_path is not None:
         raise ValueError("closed_book and rag are baselines of the base model; leave model_path empty")
+    if search_client is not None:
+        check_client_topk(search_client, config.search_topk)
     model = config.model or course_config.default_model()
     tracker = open_tracker(config.tracker, evaluation_run_name(config.output, config.resolved_label()),
                            {"eval": dataclasses.asdict(config), "model": model})

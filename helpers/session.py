@@ -18,7 +18,7 @@ from helpers.engine import connect
 from helpers.multihop.build import SPLIT as SYNTHETIC_SPLIT
 from helpers.rubrics import as_example, load_rubric_prompts
 from helpers.runs import RunDir, materialise_checkpoint, result, resume_checkpoint
-from helpers.search import create_search_client
+from helpers.search import check_client_topk, create_search_client
 
 
 @dataclass
@@ -46,6 +46,8 @@ def open_session(config: Any, service=None, search_client=None, examples=None,
     `model`: the base model when the caller already resolved it (`train` does, for its tracker too,
     so both name the same model); None resolves `config.resolved_model()` here.
     """
+    if search_client is not None:  # before anything is created or removed
+        check_client_topk(search_client, config.search_topk)
     run = RunDir(config.out)
     service = service or connect(config.backend)
     model = model or config.resolved_model()

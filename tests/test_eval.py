@@ -94,3 +94,17 @@ def test_an_evaluation_searches_with_the_stated_number_of_passages(monkeypatch):
     assert rows == [] and asked == {"backend": "local", "topk": 5}
     with pytest.raises(ValueError, match="search_topk"):
         EvalConfig(search_topk=0)
+
+
+def test_evaluate_refuses_a_search_client_returning_other_passages_than_its_config_records(tmp_path):
+    from helpers.search import check_client_topk
+    from helpers.search.local import LocalIndex, LocalSearchClient
+
+    index = LocalIndex.from_rows([{"id": "p1", "contents": "\"T\"\nsome text"}])
+    output = tmp_path / "rows.jsonl"
+    with pytest.raises(ValueError, match="returns 1 passages a search but the config says search_topk=3"):
+        evaluate(EvalConfig(tracker="none", output=str(output)), search_client=LocalSearchClient(index, topk=1),
+                 examples=[], sampling_client=object(), progress=False)
+    assert not output.exists()  # refused before anything ran
+    check_client_topk(LocalSearchClient(index, topk=3), 3)  # the same k, and a client stating none, pass
+    check_client_topk(object(), 3)

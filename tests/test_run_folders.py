@@ -177,6 +177,13 @@ def test_a_training_run_searches_with_its_configured_number_of_passages(tmp_path
     plan = make_plan("h200_again", str(tmp_path / "x"), overrides=["grpo.search_topk=5", "eval.search_topk=5"])
     assert {stage.search_topk for stage in plan.stages.values()} == {5} and plan.eval.search_topk == 5
     assert make_plan("h200_again", str(tmp_path / "y")).stages["trim"].search_topk == TrainConfig().search_topk
+    # a client handed in must return what the config records, refused before the trainer is made
+    made = []
+    service = SimpleNamespace(create_lora_training_client=lambda **kwargs: made.append(kwargs) or Trainer())
+    with pytest.raises(ValueError, match="returns 3 passages a search but the config says search_topk=2"):
+        open_session(TrainConfig(out=str(tmp_path / "z"), search_topk=2), service=service,
+                     search_client=SimpleNamespace(topk=3), examples=[])
+    assert made == [] and not (tmp_path / "z").exists()
 
 
 def test_an_out_folders_config_keeps_each_stages_settings_from_the_command_that_ran_it(tmp_path):

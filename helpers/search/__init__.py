@@ -36,6 +36,16 @@ def check_search_topk(topk) -> None:
         raise ValueError(f"search_topk is the number of passages a search returns (>= 1), got {topk!r}")
 
 
+def check_client_topk(search_client, topk: int) -> None:
+    """A search client handed to training or evaluation must return the passages its config records:
+    a run whose config says k while its searches return another number would misreport what it
+    learned from. A client that states no `topk` (a test double, a remote service) is taken as is."""
+    stated = getattr(search_client, "topk", None)
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated != topk:
+        raise ValueError(f"the search client returns {stated} passages a search but the config says "
+                         f"search_topk={topk}: pass a client made with topk={topk}, or set search_topk={stated}")
+
+
 def create_search_client(backend: str = "local", env_path: str | Path | None = None, *,
                          timeout: float | None = None, topk: int = SEARCH_TOPK, **kwargs) -> SearchClient:
     """One client per backend name; extra keyword arguments go to that backend's class."""
@@ -70,6 +80,7 @@ __all__ = [
     "SearchItem",
     "SearchResult",
     "SearchStats",
+    "check_client_topk",
     "check_search_topk",
     "create_search_client",
     "format_item",
