@@ -92,6 +92,10 @@ def test_the_command_reads_evaluation_rows_and_prints_the_verdicts(capsys):
     printed = capsys.readouterr().out
     assert "| seed1 | 56% | 22% |" in printed and "over 15%" in printed
     assert "| seed2 | 30% | 2% |" in printed and "meets the rule" in printed
+    # EM where it searched again / stopped carries its question counts, which sum to HotpotQA's 100
+    cell = next(line for line in printed.splitlines() if line.startswith("| seed2 |")).split(" | ")[3]
+    again, stopped = (int(part.split("(")[1].rstrip(")")) for part in cell.split(" / "))
+    assert (again, stopped) == (30, 70)
     with pytest.raises(SystemExit):
         main(["no-equals-sign"])
 
