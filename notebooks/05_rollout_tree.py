@@ -277,7 +277,9 @@ show(nested["root"])
 #   instead, it calls and is stopped;
 # - a small `max_tool_response_tokens` (e.g. 160): passages are dropped from the evidence (✂) and the
 #   answer may change; at the smallest values nothing fits and the branch ends (`observation_budget`);
-# - `search_topk = 1` against 5: less or more evidence per search for the same query;
+# - `search_topk = 1` against 5: less or more evidence per search for the same query; with the
+#   multi-search agent on a two-hop question, 2 against 3: with fewer passages the first search
+#   settles less, and measured over the test split the same weights search again more often (notebook 10);
 # - `max_assistant_tokens` below the length of a tool call (~30 tokens): calls are cut and invalid;
 # - `group_size` and `temperature`: how alike the branches are, and so how large the advantages.
 #
