@@ -286,6 +286,29 @@ def test_a_non_finite_gradient_names_the_micro_batch_and_the_tensors_it_hit(serv
     assert "non-finite" not in capsys.readouterr().err  # the record does not outlive its step
 
 
+def test_the_first_non_finite_micro_batch_of_a_run_is_kept_for_a_replay(service, prompt, capsys, monkeypatch, tmp_path):
+    from helpers.engine import training as training_module
+
+    monkeypatch.setenv(training_module.NON_FINITE_SETTING, str(tmp_path / "kept"))
+    tc = service.create_lora_training_client(MODEL, rank=4, seed=3, train_mlp=False)
+    name, param = next((n, p) for n, p in zip(tc._run.param_names, tc._run.params) if "lora_B" in n)
+    param.requires_grad_(True)
+    hook = param.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+    for _ in range(2):  # two bad steps: only the first is kept
+        tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+        assert tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result().metrics["skipped_non_finite"] == 1.0
+    hook.remove()
+    (kept,) = (tmp_path / "kept").iterdir()
+    saved = torch.load(kept, weights_only=False)
+    assert saved["loss_fn"] == "cross_entropy" and saved["base_model"] == MODEL and saved["step"] == 0
+    assert saved["tensors"]["ids"].shape == saved["tensors"]["targets"].shape and saved["tensors"]["ids"].shape[0] == 1
+    assert set(saved["lora"]) == set(tc._run.param_names)  # the weights it ran on, unchanged by the skipped step
+    assert all(torch.equal(saved["lora"][n], p.detach().cpu()) for n, p in zip(tc._run.param_names, tc._run.params))
+    assert "inf in 1 of" in saved["description"] and str(kept) in capsys.readouterr().err
+    monkeypatch.delenv(training_module.NON_FINITE_SETTING)
+    assert training_module.non_finite_dir() is None
+
+
 def test_internal_micro_batches_do_not_change_the_gradient(service, prompt, monkeypatch):
     from helpers.engine import training as training_module
 

@@ -11,6 +11,9 @@ export COURSE_SHARED=${COURSE_SHARED:-$B/shared} COURSE_CACHE=${COURSE_CACHE:-/r
 export COURSE_DATA=${COURSE_DATA:-/root/data} COURSE_RUNS=${COURSE_RUNS:-/root/runs}
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/root/inductor}
+# the first micro-batch of each run whose gradient was not finite, with its adapter (about 17 MB each:
+# outside $R so the packed archive stays small; a later call fetches them in parts)
+export COURSE_ENGINE_NON_FINITE_DIR=${COURSE_ENGINE_NON_FINITE_DIR-/root/non_finite}
 # several processes share the GPU: freed blocks of one size can serve another (less fragmentation)
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 log() { echo "$(date -u +%T) $*" | tee -a "$R/window.log"; }

@@ -100,6 +100,18 @@ def recompute() -> bool:
     return raw == "1"
 
 
+NON_FINITE_SETTING = "COURSE_ENGINE_NON_FINITE_DIR"
+
+
+def non_finite_dir() -> Path | None:
+    """COURSE_ENGINE_NON_FINITE_DIR (unset: off): where the first micro-batch whose backward made the
+    gradient non-finite is kept, once per run, with the adapter it ran on, so that the rare skipped
+    step can be replayed and traced on another machine (token ids, loss inputs, and the LoRA weights:
+    about an exported adapter's size)."""
+    raw = os.environ.get(NON_FINITE_SETTING, "").strip()
+    return Path(raw) if raw else None
+
+
 def tokens_per_micro_batch(device: str) -> int:
     """Padded tokens per internal micro-batch (bounds activation memory, not the maths): every
     layer's activations are kept without recomputation, so a micro-batch holds a quarter as many."""
@@ -195,6 +207,8 @@ class LoraRun:
                     (per_datum.sum() / total).backward()
                     if self.non_finite is None:
                         self.non_finite = self._non_finite_after(tensors, per_datum.detach(), lp.detach())
+                        if self.non_finite is not None:
+                            self._keep_non_finite(tensors, loss_fn, config)
         except torch.OutOfMemoryError as error:
             del tensors
             if before is not None:  # a backward cut short may have added part of this batch's gradient
@@ -223,6 +237,23 @@ class LoraRun:
                 f"({int(tensors['active'].sum())} trained): {kinds} in {len(hit)} of {len(grads)} LoRA tensors "
                 f"(first {', '.join(hit[:3])}); its losses {float(per_datum.min()):.4g}..{float(per_datum.max()):.4g}, "
                 f"trained log-probs from {float(trained.min()) if trained.numel() else float('nan'):.4g}")
+
+    def _keep_non_finite(self, tensors: dict, loss_fn: str, config) -> None:
+        """Save what replays this micro-batch's backward (non_finite_dir): its tensors, the loss and its
+        settings, the LoRA weights it ran on (the gradient before it was finite); a run's first only."""
+        folder = non_finite_dir()
+        if folder is None or getattr(self, "kept_non_finite", False):
+            return
+        import torch
+
+        self.kept_non_finite = True
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.name}_step{self.steps:05d}.pt"
+        torch.save({"description": self.non_finite, "step": self.steps, "loss_fn": loss_fn,
+                    "loss_config": dict(config), "base_model": self.host.name, "dtype": str(self.host.dtype),
+                    "tensors": {k: v.detach().cpu() for k, v in tensors.items()},
+                    "lora": {n: p.detach().cpu() for n, p in zip(self.param_names, self.params)}}, path)
+        print(f"engine: kept the non-finite micro-batch in {path}", file=sys.stderr, flush=True)
 
     # -- optimizer -------------------------------------------------------------------------
     def optim_step(self, adam: AdamParams) -> OptimStepResponse:
