@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 import pytrio as trio
@@ -307,6 +308,48 @@ def test_the_first_non_finite_micro_batch_of_a_run_is_kept_for_a_replay(service,
     assert "inf in 1 of" in saved["description"] and str(kept) in capsys.readouterr().err
     monkeypatch.delenv(training_module.NON_FINITE_SETTING)
     assert training_module.non_finite_dir() is None
+
+
+def test_a_kept_micro_batch_replays_elsewhere_and_shows_where_the_gradient_breaks(service, prompt, monkeypatch, tmp_path,
+                                                                                  capsys):
+    import importlib.util
+    import json
+
+    from helpers.engine import training as training_module
+
+    spec = importlib.util.spec_from_file_location("replay_non_finite", Path(__file__).resolve().parents[1]
+                                                  / "benchmarks" / "replay_non_finite.py")
+    replay_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay_module)
+    monkeypatch.setenv(training_module.NON_FINITE_SETTING, str(tmp_path / "kept"))
+    tc = service.create_lora_training_client(MODEL, rank=4, seed=3, train_mlp=False)
+    tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+    tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result()  # weights away from their initial values
+    param = next(p for n, p in zip(tc._run.param_names, tc._run.params) if "lora_B" in n)
+    hook = param.register_hook(lambda grad: torch.full_like(grad, float("nan")))  # a backward that breaks once
+    tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+    tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result()
+    hook.remove()
+    (kept,) = (tmp_path / "kept").iterdir()
+    expected = tc.forward([_ce(prompt)], loss_fn="cross_entropy").result().metrics["loss_sum"]
+
+    replayed = replay_module.replay(kept, dtypes=("float32", "bfloat16"))["dtypes"]
+    assert replayed["bfloat16"]["all"]["finite"]  # the low-precision path replays too
+    clean = replayed["float32"]
+    assert clean["all"]["finite"] and clean["all"]["tensors_hit"] == 0  # the hook is not in the kept file
+    assert clean["all"]["losses"][0] == pytest.approx(expected, abs=1e-3)  # the kept weights, not fresh ones
+
+    saved = torch.load(kept, weights_only=False)
+    name = next(n for n in saved["lora"] if "lora_A" in n)
+    saved["lora"][name] = torch.full_like(saved["lora"][name], float("inf"))
+    torch.save(saved, tmp_path / "broken.pt")
+    broken = replay_module.replay(tmp_path / "broken.pt", dtypes=("float32",))["dtypes"]["float32"]
+    assert not broken["all"]["finite"] and [r["finite"] for r in broken["by_row"]] == [False]
+    with pytest.raises(ValueError, match="rows must lie"):
+        replay_module.replay(kept, dtypes=("float32",), rows=[3])
+    assert replay_module.main([str(tmp_path / "broken.pt"), "--dtypes", "float32", "--out", str(tmp_path / "r.json")]) == 0
+    assert "NOT finite" in capsys.readouterr().out
+    assert json.loads((tmp_path / "r.json").read_text())["dtypes"]["float32"]["all"]["finite"] is False
 
 
 def test_internal_micro_batches_do_not_change_the_gradient(service, prompt, monkeypatch):

@@ -11,6 +11,7 @@ failure is a ``DamagedCheckpoint`` that names the file, raised before any weight
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -199,10 +200,7 @@ class LoraRun:
             model.train()  # enables gradient checkpointing of the decoder layers (when recompute() is on)
         try:
             with torch.set_grad_enabled(backward):
-                lp = sequence_logprobs(model, tensors["ids"], tensors["mask"], tensors["targets"],
-                                       trained=losses.trained_positions(loss_fn, tensors))
-                per_token = losses.token_losses(loss_fn, lp, tensors, config)
-                per_datum = per_token.sum(dim=1)
+                per_datum, lp = micro_batch_losses(model, tensors, loss_fn, config)
                 if backward:
                     (per_datum.sum() / total).backward()
                     if self.non_finite is None:
@@ -249,7 +247,8 @@ class LoraRun:
         self.kept_non_finite = True
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.name}_step{self.steps:05d}.pt"
-        torch.save({"description": self.non_finite, "step": self.steps, "loss_fn": loss_fn,
+        torch.save({"description": self.non_finite, "step": self.steps, "loss_fn": loss_fn, "run": self.name,
+                    "layout": dataclasses.asdict(self.layout),
                     "loss_config": dict(config), "base_model": self.host.name, "dtype": str(self.host.dtype),
                     "tensors": {k: v.detach().cpu() for k, v in tensors.items()},
                     "lora": {n: p.detach().cpu() for n, p in zip(self.param_names, self.params)}}, path)
@@ -463,6 +462,14 @@ def _pack(prepared: list[dict], budget: int) -> list[list[int]]:
     if current:
         batches.append(current)
     return batches
+
+
+def micro_batch_losses(model, tensors: dict, loss_fn: str, config: dict):
+    """(per-datum losses, per-token log-probs) of one collated micro-batch: the forward a training step
+    differentiates, shared with the replay of a kept non-finite micro-batch."""
+    lp = sequence_logprobs(model, tensors["ids"], tensors["mask"], tensors["targets"],
+                           trained=losses.trained_positions(loss_fn, tensors))
+    return losses.token_losses(loss_fn, lp, tensors, config).sum(dim=1), lp
 
 
 def _collate(items: list[dict], device: str) -> dict:
