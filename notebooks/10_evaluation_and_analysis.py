@@ -704,6 +704,28 @@ def found_and_right(rows: list[dict], source: str) -> tuple[int, int, int, int]:
 check_finding_and_reading(found_and_right)
 
 # %% [markdown]
+# 8. Write the estimate "More passages, measured" tested: at each k, the EM a source would have if only
+#    finding changed with k and the policy read as it did at the reference k. Then set it against the
+#    measured EM of `by_k` for NQ with reference 3: at which k does the estimate miss, and by how much?
+
+# %% tags=["exercise"]
+from helpers.checkers import check_constant_reading
+
+
+def constant_reading_em(by_k: dict, reference: int, source: str) -> dict:
+    """{k: predicted EM} for every k of `by_k`. `by_k[k][source]` holds "found" (the share of questions
+    whose gold passages the searches returned), "em_found" and "em_missed" (EM on those and on the
+    others; None where there are none).
+
+    At k: found at k × EM where found at the reference + (1 − found at k) × EM where missed at the
+    reference. None when a side whose share is above zero has no EM at the reference.
+    """
+    raise NotImplementedError("write constant_reading_em")  # your code here
+
+
+check_constant_reading(constant_reading_em)
+
+# %% [markdown]
 # ---
 #
 # ### Solution
@@ -766,6 +788,22 @@ def found_and_right(rows, source):
 check_finding_and_reading(found_and_right)
 print("recorded SFT + GRPO:", {source: found_and_right(recorded_rows["sft_grpo"], source) for source in ("hotpotqa", "nq")})
 
+
+def constant_reading_em(by_k, reference, source):
+    ref = by_k[reference][source]
+    predicted = {}
+    for k, table in sorted(by_k.items()):
+        found = table[source]["found"]
+        sides = [(found, ref["em_found"]), (1 - found, ref["em_missed"])]
+        predicted[k] = (None if any(share > 0 and em is None for share, em in sides)
+                        else sum(share * em for share, em in sides if share > 0))
+    return predicted
+
+
+check_constant_reading(constant_reading_em)
+for k, estimate in constant_reading_em(by_k, 3, "nq").items():
+    print(f"k = {k}: NQ EM estimated {estimate:.3f}, measured {by_k[k]['nq']['em']:.3f}")
+
 # %% [markdown]
 # ## What we observed and why
 #
@@ -818,6 +856,8 @@ display(Markdown("\n".join([
 #    search did?
 # 8. A policy answers an NQ question wrong. How do you tell whether search or reading failed, and which
 #    of the two would returning more passages a search fix?
+# 9. The estimate of exercise 8 is too high above three passages and too low below. What does that say
+#    about reading, and what would have to change for more passages a search to pay?
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
@@ -851,6 +891,11 @@ display(Markdown("\n".join([
 #    below the cut; they also lengthen every observation the policy reads, and measured on the recorded
 #    policy they cost more reading than they gained finding (EM fell from k = 3 to 5 to 8; it peaks at
 #    two or three).
+# 9. That reading is not a fixed rate of the policy: its EM where the gold passage was returned falls as
+#    passages are added (NQ: 0.605 with one, 0.430 with eight), so the estimate overshoots NQ's measured EM
+#    by 0.06 at five and 0.10 at eight and undershoots it by 0.04 at one. More passages pay only with a
+#    reader that the extra ones do not distract (trained on them, or a larger model) or a ranking that puts
+#    the gold passage first.
 #
 # </details>
 

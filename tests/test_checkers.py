@@ -13,6 +13,7 @@ import torch
 from helpers import checkers
 from helpers.checkers.loss import engine_loss
 from helpers.efficiency import gated_reward, tool_penalties
+from helpers.course.reading import constant_reading_em
 from helpers.course.seeds import SEARCH_AGAIN_RULE, added_search_gain, rule_failures
 from helpers.evidence import build_report, gold_passage_ids, query_differs
 from helpers.preference import bt_loss, symmetrised_loss
@@ -79,6 +80,7 @@ REFERENCES = [
     (checkers.check_search_again_rule, lambda table: not rule_failures(table)),
     (checkers.check_added_second_searches, added_second_searches),
     (checkers.check_finding_and_reading, found_and_right),
+    (checkers.check_constant_reading, constant_reading_em),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
@@ -88,7 +90,7 @@ EXERCISES = {
     "05": {"consume_assistant"},
     "07": {"build_datum"},
     "08": {"assign_group_advantages", "weight_micro_batch_for_global_mean", "importance_sampling_loss"},
-    "10": {"meets_search_again_rule", "added_second_searches", "found_and_right"},
+    "10": {"meets_search_again_rule", "added_second_searches", "found_and_right", "constant_reading_em"},
     "11": {"tool_penalties", "rewrite_bonus"},
     "14": {"symmetrised_loss", "gate"},
 }
@@ -269,7 +271,18 @@ def _near_misses():
         miss = [r for r in rows if r not in hit]
         return len(hit), sum(r["exact_match"] for r in hit), len(miss), sum(r["exact_match"] for r in miss)
 
+    def reading_at_k(by_k, reference, source):  # each k read at its own rates: the measured EM, not the estimate
+        return {k: t[source]["found"] * (t[source]["em_found"] or 0) + (1 - t[source]["found"]) * (t[source]["em_missed"] or 0)
+                for k, t in by_k.items()}
+
+    def none_as_zero(by_k, reference, source):  # a side without an EM at the reference read as never right
+        ref = by_k[reference][source]
+        return {k: t[source]["found"] * (ref["em_found"] or 0) + (1 - t[source]["found"]) * (ref["em_missed"] or 0)
+                for k, t in by_k.items()}
+
     return [
+        (checkers.check_constant_reading, reading_at_k),
+        (checkers.check_constant_reading, none_as_zero),
         (checkers.check_finding_and_reading, any_gold),
         (checkers.check_finding_and_reading, last_search_only),
         (checkers.check_finding_and_reading, keeps_unknown),

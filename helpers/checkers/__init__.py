@@ -12,7 +12,7 @@ from helpers.checkers.preference import check_gate, check_symmetrised_loss
 from helpers.checkers.loss import check_importance_sampling_loss
 from helpers.checkers.own_reward import check_rewrite_bonus
 from helpers.checkers.protocol import check_parse_assistant
-from helpers.checkers.reading import check_finding_and_reading
+from helpers.checkers.reading import check_constant_reading, check_finding_and_reading
 from helpers.checkers.search import check_blocks_that_fit, check_new_gold_per_search
 from helpers.checkers.seeds import check_added_second_searches, check_search_again_rule
 from helpers.checkers.reward import check_normalize_answer, check_score_answer
@@ -25,6 +25,7 @@ __all__ = [
     "check_blocks_that_fit",
     "check_build_datum",
     "check_consume_assistant",
+    "check_constant_reading",
     "check_finding_and_reading",
     "check_gate",
     "check_importance_sampling_loss",

@@ -5,6 +5,9 @@ For one source: a question's gold passages were found when every one of them is 
 searches returned, over all its searches together. A row whose question has no gold passages on record,
 or whose evidence lists a search without passage ids (None), is left out. The answer is
 (found, right where found, missed, right where missed).
+
+`check_constant_reading` holds notebook 10's second reading exercise to
+`helpers.course.reading.constant_reading_em`: the EM at each k if only finding changed with k.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from helpers.checkers._runner import Case, Mismatch, Property, run_checks, same
+from helpers.course.reading import constant_reading_em, recorded_topk_reading
 from helpers.course.recorded import eval_rows
 from helpers.evidence import finding_and_reading
 
@@ -100,3 +104,60 @@ def check_finding_and_reading(fn: Any):
                       hint="keep the source's rows that have gold passages and ids for every search; a question's "
                            "gold is found when all its gold passages are in the union of its searches' passages; "
                            "then count the rows and their right answers on each side")
+
+
+# ----------------------------------------------------------------- reading held constant over k
+
+def _cell(found: float, em_found: float | None, em_missed: float | None) -> dict[str, Any]:
+    return {"found": found, "em_found": em_found, "em_missed": em_missed}
+
+
+def _topk_case(name: str, by_k: dict, reference: int, source: str) -> Case:
+    shown = f"reference k {reference}, source {source!r}; by_k " + "; ".join(
+        f"k {k}: {table[source]}" for k, table in sorted(by_k.items()))
+    return Case(name, shown, constant_reading_em(by_k, reference, source), lambda fn: fn(by_k, reference, source))
+
+
+_THREE = {3: {"nq": _cell(0.7, 0.55, 0.08)}, 5: {"nq": _cell(0.8, 0.47, 0.10)}, 8: {"nq": _cell(0.86, 0.43, 0.10)}}
+
+
+def constant_reading_cases() -> list[Case]:
+    """Hand-made tables, then the recorded evaluations at 1-8 passages (read from results/ when run)."""
+    recorded = recorded_topk_reading()
+    return [
+        _topk_case("the reference k predicts its own EM", {3: _THREE[3]}, 3, "nq"),
+        _topk_case("more found, read at the reference's rates", _THREE, 3, "nq"),
+        _topk_case("another reference", _THREE, 5, "nq"),
+        _topk_case("everything found at the reference: no rate for the missed",
+                   {3: {"nq": _cell(1.0, 0.6, None)}, 5: {"nq": _cell(0.9, 0.5, 0.1)}, 8: {"nq": _cell(1.0, 0.4, None)}},
+                   3, "nq"),
+        _topk_case("only the source asked for", {3: {"nq": _cell(0.7, 0.55, 0.08), "hotpotqa": _cell(0.5, 0.4, 0.2)},
+                                                 5: {"nq": _cell(0.8, 0.5, 0.1), "hotpotqa": _cell(0.6, 0.3, 0.2)}},
+                   3, "hotpotqa"),
+        *[_topk_case(f"recorded, {source}", recorded, 3, source) for source in ("nq", "hotpotqa")],
+    ]
+
+
+_share = st.floats(0.0, 1.0).map(lambda x: round(x, 3))
+_drawn_cell = st.tuples(_share, _share, _share)
+
+
+def _as_constant(fn, drawn: tuple) -> None:
+    cells, reference = drawn
+    by_k = {k: {"nq": _cell(*cell)} for k, cell in zip((1, 2, 3, 5, 8), cells)}
+    reference = sorted(by_k)[reference % len(by_k)]
+    expected, got = constant_reading_em(by_k, reference, "nq"), fn(by_k, reference, "nq")
+    if not same(expected, got):
+        raise Mismatch(f"{expected} for reference k {reference}, by_k {by_k}", got)
+
+
+CONSTANT_READING_PROPERTIES = [Property("any tables", st.tuples(st.lists(_drawn_cell, min_size=1, max_size=5),
+                                                                 st.integers(0, 4)), _as_constant, examples=150)]
+
+
+def check_constant_reading(fn: Any):
+    """Run the cases against `fn(by_k, reference, source) -> {k: predicted EM or None}`."""
+    return run_checks("constant_reading_em", fn, constant_reading_cases(), CONSTANT_READING_PROPERTIES,
+                      hint="at each k: the share found at k times the reference's EM where found, plus the share "
+                           "missed at k times the reference's EM where missed; None when a side with a share has no "
+                           "EM at the reference")

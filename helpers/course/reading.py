@@ -59,6 +59,21 @@ def recorded_topk_reading(evals: Mapping[int, tuple[str, str]] = TOPK_EVALS) -> 
     return out
 
 
+def constant_reading_em(by_k: Mapping[int, Mapping[str, Mapping[str, Any]]], reference: int,
+                        source: str) -> dict[int, float | None]:
+    """Per k, the EM `source` would have if only finding changed with k: the share found at k read at
+    the reference k's EM where found, the rest at its EM where missed (None where the reference has no
+    EM for a side that k needs). Set against the measured EM, the gap is what reading lost or gained."""
+    ref = by_k[reference][source]
+    out: dict[int, float | None] = {}
+    for k, table in sorted(by_k.items()):
+        found = table[source]["found"]
+        parts = [(found, ref["em_found"]), (1.0 - found, ref["em_missed"])]
+        out[k] = None if any(share > 0 and em is None for share, em in parts) else \
+            sum(share * em for share, em in parts if share > 0)
+    return out
+
+
 def topk_figure(by_k: Mapping[int, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")):
     """One panel per source, over k (passages a search returns): the share of questions whose gold
     passages the searches returned, EM where they did, and EM overall."""
