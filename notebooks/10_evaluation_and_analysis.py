@@ -351,7 +351,9 @@ display(Markdown("\n".join(
 # passages more often than the extra passages give it the right one. Exact match over all questions
 # peaks at two or three passages, where finding and reading balance. The estimate "all the gold passages
 # found, at today's reading rate" assumed the reading rate holds; it does not hold when what changes is
-# how much there is to read.
+# how much there is to read. Nor did a short training run teach it: twenty updates of exact match with
+# five passages a search left the policy's test EM at five passages where it was (0.370 against 0.375;
+# `benchmarks/gpu/windows/2026-12-04-exact5-k2/`).
 #
 # The number of passages also changes *when the policy searches again*. Run the next cell: the same
 # policy judged by the search-again rule at each k.
