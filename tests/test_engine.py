@@ -309,6 +309,18 @@ def test_the_first_non_finite_micro_batch_of_a_run_is_kept_for_a_replay(service,
     monkeypatch.delenv(training_module.NON_FINITE_SETTING)
     assert training_module.non_finite_dir() is None
 
+    blocked = tmp_path / "a file"  # a folder that cannot be made: the step is skipped as before, training goes on
+    blocked.write_text("")
+    monkeypatch.setenv(training_module.NON_FINITE_SETTING, str(blocked / "kept"))
+    tc = service.create_lora_training_client(MODEL, rank=4, seed=3, train_mlp=False)
+    param = next(p for n, p in zip(tc._run.param_names, tc._run.params) if "lora_B" in n)
+    param.requires_grad_(True)
+    hook = param.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+    tc.forward_backward([_ce(prompt)], loss_fn="cross_entropy").result()
+    assert tc.optim_step(trio.AdamParams(learning_rate=1e-2)).result().metrics["skipped_non_finite"] == 1.0
+    hook.remove()
+    assert "could not keep the non-finite micro-batch" in capsys.readouterr().err
+
 
 def test_a_kept_micro_batch_replays_elsewhere_and_shows_where_the_gradient_breaks(service, prompt, monkeypatch, tmp_path,
                                                                                   capsys):

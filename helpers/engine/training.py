@@ -139,6 +139,7 @@ class LoraRun:
         self.param_names = [n for n, p in host.peft.named_parameters() if f".{self.name}." in n]
         self.optimizer = None
         self.non_finite: str | None = None  # the first micro-batch since the last step whose backward was not finite
+        self.kept_non_finite = False  # that micro-batch was saved for a replay (non_finite_dir): once a run
 
     # -- forward / backward --------------------------------------------------------------
     def activate(self, grad: bool) -> None:
@@ -240,18 +241,22 @@ class LoraRun:
         """Save what replays this micro-batch's backward (non_finite_dir): its tensors, the loss and its
         settings, the LoRA weights it ran on (the gradient before it was finite); a run's first only."""
         folder = non_finite_dir()
-        if folder is None or getattr(self, "kept_non_finite", False):
+        if folder is None or self.kept_non_finite:
             return
         import torch
 
         self.kept_non_finite = True
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.name}_step{self.steps:05d}.pt"
-        torch.save({"description": self.non_finite, "step": self.steps, "loss_fn": loss_fn, "run": self.name,
-                    "layout": dataclasses.asdict(self.layout),
-                    "loss_config": dict(config), "base_model": self.host.name, "dtype": str(self.host.dtype),
-                    "tensors": {k: v.detach().cpu() for k, v in tensors.items()},
-                    "lora": {n: p.detach().cpu() for n, p in zip(self.param_names, self.params)}}, path)
+        try:  # a diagnostic: a full disk or a read-only folder must not stop the training step
+            folder.mkdir(parents=True, exist_ok=True)
+            torch.save({"description": self.non_finite, "step": self.steps, "loss_fn": loss_fn, "run": self.name,
+                        "layout": dataclasses.asdict(self.layout),
+                        "loss_config": dict(config), "base_model": self.host.name, "dtype": str(self.host.dtype),
+                        "tensors": {k: v.detach().cpu() for k, v in tensors.items()},
+                        "lora": {n: p.detach().cpu() for n, p in zip(self.param_names, self.params)}}, path)
+        except OSError as error:
+            print(f"engine: could not keep the non-finite micro-batch in {path}: {error}", file=sys.stderr, flush=True)
+            return
         print(f"engine: kept the non-finite micro-batch in {path}", file=sys.stderr, flush=True)
 
     # -- optimizer -------------------------------------------------------------------------
