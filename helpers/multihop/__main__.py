@@ -125,7 +125,9 @@ def pool(seed: int, written_path: Path) -> int:
     removed.pop("kept", None)
     summary = {"fresh_promising_chains": len(chains), "seed_passages": len({c["passage_ids"][0] for c in chains}),
                "entities": len({c["entity"] for c in chains}),
-               "from_a_later_passage": sum(corpus.lead(c["entity"]).passage_id != c["passage_ids"][1] for c in chains),
+               "by_hops": dict(sorted(Counter(len(c["passage_ids"]) for c in chains).items())),
+               "by_relation": dict(Counter(c["relation"] for c in chains).most_common()),
+               "from_a_later_passage": sum(corpus.lead(c["entity"]).passage_id != c["passage_ids"][-1] for c in chains),
                "removed": dict(removed.most_common())}
     print(json.dumps(summary, indent=2))
     return 0

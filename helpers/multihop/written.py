@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from helpers.multihop import verify
-from helpers.multihop.chains import Corpus
+from helpers.multihop.chains import Corpus, distinct
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title, read_lead
 from helpers.multihop.questions import (SEED_PLACE, answer_forms, article, bridge_template, candidate_id,
                                        described_links, entity_phrase, unique_descriptions)
@@ -42,20 +42,36 @@ SYSTEM = ("You write one quiz question from the facts you are given. The questio
 PERSON = ("Harbour Lights Festival", "Maria Delacroix-Hunt", "Welsh sculptor")
 WORK = ("Maria Delacroix-Hunt", "Tide Stone Circle", "granite sculpture")
 EXAMPLE_VALUES = {"born": "1931", "died": "2010", "event": "1978", "maker": "Owen Pryce", LOCATED: "Porthmadoc"}
+# a 3-hop example has a seed and a middle entity too: a writer shown a 2-hop example drops the middle hop
+SEED_3 = "Cardigan Bay Review"
+MIDDLE = {"person": ("Tide Stone Circle", "granite sculpture"), "work": ("Maria Delacroix-Hunt", "Welsh sculptor")}
 
 
-def plain_question(relation: str, description: str, seed: str, where: str = SEED_PLACE[0]) -> str:
-    """The plainest wording of a bridge question: what the worked example shows the writer."""
-    return bridge_template(relation).format(e=entity_phrase(seed, [description], where))
+def plain_question(relation: str, description: str | list[str], seed: str, where: str = SEED_PLACE[0]) -> str:
+    """The plainest wording of a bridge question: what the worked example shows the writer.
+
+    `description`: the hidden entity's description, or every hidden entity's in chain order (B, C)."""
+    descriptions = [description] if isinstance(description, str) else list(description)
+    return bridge_template(relation).format(e=entity_phrase(seed, descriptions, where))
 
 
-def example_for(relation: str) -> tuple[dict, str]:
-    """An invented chain asking for the same kind of fact, and the question it should give."""
+def hidden_path(chain: dict) -> list[tuple[str, str]]:
+    """(title, description) of each entity the question names by description, in chain order: B,
+    or B then C for a 3-hop chain."""
+    titles = chain.get("chain", [chain["seed"], chain["entity"]])[1:]
+    return list(zip(titles, chain.get("descriptions", [chain["description"]])))
+
+
+def example_for(relation: str, hops: int = 2) -> tuple[dict, str]:
+    """An invented chain of `hops` passages asking for the same kind of fact, and the question it should give."""
     group = relation if relation in ("born", "died", LOCATED) else "maker" if relation in MAKERS else "event"
     seed, entity, desc = PERSON if group in ("born", "died") else WORK
     chain = {"seed": seed, "entity": entity, "description": desc, "relation": relation,
              "value": EXAMPLE_VALUES[group]}
-    return chain, plain_question(relation, desc, seed)
+    if hops == 3:
+        middle = MIDDLE["person" if group in ("born", "died") else "work"]
+        chain.update(seed=SEED_3, chain=[SEED_3, middle[0], entity], descriptions=[middle[1], desc])
+    return chain, plain_question(relation, [d for _, d in hidden_path(chain)], chain["seed"])
 
 
 def fact_sentence(description: str, relation: str, value: str) -> str:
@@ -80,18 +96,22 @@ def asks_for(relation: str) -> str:
 
 def _user_turn(chain: dict) -> str:
     seed = clean_title(chain["seed"])
-    hidden = f"the {chain['description']} mentioned in {chain.get('where', SEED_PLACE[0])} {seed}"
-    return (f"Passage: {seed}\n"
-            f"It mentions {chain['entity']}, {article(chain['description'])}.\n"
+    path = hidden_path(chain)
+    hidden = entity_phrase(seed, [d for _, d in path], chain.get("where", SEED_PLACE[0]))
+    # each hop as the writer must read it: A's passage mentions B, B's passage mentions C
+    links = "".join(f"{'It' if i == 0 else 'The passage about ' + path[i - 1][0]} mentions {title}, "
+                    f"{article(desc)}.\n" for i, (title, desc) in enumerate(path))
+    names = " or ".join(title for title, _ in path)
+    return (f"Passage: {seed}\n{links}"
             f"Fact: {fact_sentence(chain['description'], chain['relation'], chain['value'])}.\n"
             f"Write one question that asks {asks_for(chain['relation'])} and whose answer is {chain['value']}. "
-            f"Call {chain['entity']} only \"{hidden}\"; never write the name {chain['entity']} "
+            f"Call {chain['entity']} only \"{hidden}\"; never write the name {names} "
             f"or the answer.")
 
 
 def writer_messages(chain: dict) -> list[dict]:
     """Chat messages asking for one nameless bridge question about `chain` (a ``fresh_chains`` row)."""
-    example, answer = example_for(chain["relation"])
+    example, answer = example_for(chain["relation"], len(hidden_path(chain)) + 1)
     return [{"role": "system", "content": SYSTEM},
             {"role": "user", "content": _user_turn(example)},
             {"role": "assistant", "content": f"Question: {answer}"},
@@ -129,7 +149,7 @@ def promising_failure(chain: dict, corpus: Corpus, index, held_ids: set[str]) ->
     """The first check the chain fails before any wording is written, or None: the answer only in
     B's passage, no held-out passage, and the rule phrasing needs a second search (the written
     question is checked again on its own words)."""
-    plain = plain_question(chain["relation"], chain["description"], chain["seed"], chain["where"])
+    plain = plain_question(chain["relation"], [d for _, d in hidden_path(chain)], chain["seed"], chain["where"])
     candidate = to_candidate(chain, plain, "")
     if not verify.answer_in_last_not_first(candidate, corpus.texts(chain["passage_ids"])):
         return "answer_in_last_not_first"
@@ -174,6 +194,8 @@ def entity_facts(corpus: Corpus, title: str) -> list[tuple[str, str, str]]:
 def seed_options(corpus: Corpus, passage, used_ids: set[str], removed: Counter | None = None) -> list[dict]:
     """Every chain from one seed passage that no rule-made bridge asks about, in a stable order.
 
+    2-hop chains (A mentions B; a fact of B) and 3-hop chains (A mentions B, B's opening passage
+    mentions C; a fact of C), each fact of the last entity that ``entity_facts`` finds.
     `removed` (optional) counts what is left out and why: links whose description another link of
     the passage shares ("not_unique_description"), links to an entity with no fact ("no_fact"),
     facts a rule-made candidate already asks about ("rule_made"), and chains whose written id is in
@@ -187,21 +209,49 @@ def seed_options(corpus: Corpus, passage, used_ids: set[str], removed: Counter |
     removed["not_unique_description"] += len(described_links(corpus, passage)) - len(unique)
     options = []
     for title, desc in sorted(unique.items()):
-        found = entity_facts(corpus, title)
-        removed["no_fact"] += not found
-        for last_id, relation, value in found:
-            ids = [passage.id, last_id]
-            answers = answer_forms(relation, value)
-            if candidate_id(KIND, ids, relation, answers[0]) in used_ids:
-                removed["rule_made"] += 1
-                continue
-            if candidate_id(ID_KIND, ids, relation, answers[0]) in used_ids:
-                removed["written_before"] += 1
-                continue
-            options.append({"id": candidate_id(ID_KIND, ids, relation, answers[0]), "seed": passage.title,
-                            "entity": title, "description": desc, "relation": relation, "value": value,
-                            "answers": answers, "passage_ids": ids, "where": where})
+        path = [(passage.id, passage.title, None), (None, title, desc)]
+        options += _chains_to(corpus, path, where, used_ids, removed)
+        for onward in onward_links(corpus, passage.title, title, desc):
+            options += _chains_to(corpus, path + [onward], where, used_ids, removed)
     return options
+
+
+def onward_links(corpus: Corpus, seed_title: str, title: str, desc: str) -> list[tuple[str, str, str]]:
+    """The third hop from B: (B's opening passage id, C, C's description) for each entity C that
+    B's opening passage links with a description no other link there shares (one reading), distinct
+    from A and B, and described differently from B, so "the X mentioned in the passage about the
+    X ..." never names two entities with one phrase."""
+    lead = corpus.lead(title)
+    if lead is None:
+        return []
+    via = corpus.by_id[lead.passage_id]
+    return [(via.id, c, c_desc) for c, c_desc in sorted(unique_descriptions(corpus, via).items())
+            if distinct(c, seed_title) and distinct(c, title) and c_desc.lower() != desc.lower()]
+
+
+def _chains_to(corpus: Corpus, path: list[tuple], where: str, used_ids: set[str], removed: Counter) -> list[dict]:
+    """One chain per fact of the path's last entity. `path`: (passage id, title, description) per
+    hop, where the passage id is that of the passage the hop is read from (A's for B, B's opening
+    passage for C); the chain's last passage is the one that states the fact."""
+    title, desc = path[-1][1], path[-1][2]
+    found = entity_facts(corpus, title)
+    removed["no_fact"] += not found
+    ids_before = [path[0][0]] + [pid for pid, _, _ in path[2:]]  # A, then B's passage for a 3-hop chain
+    out = []
+    for last_id, relation, value in found:
+        ids = ids_before + [last_id]
+        answers = answer_forms(relation, value)
+        if candidate_id(KIND, ids, relation, answers[0]) in used_ids:
+            removed["rule_made"] += 1
+            continue
+        if candidate_id(ID_KIND, ids, relation, answers[0]) in used_ids:
+            removed["written_before"] += 1
+            continue
+        out.append({"id": candidate_id(ID_KIND, ids, relation, answers[0]), "seed": path[0][1],
+                    "entity": title, "description": desc, "relation": relation, "value": value,
+                    "answers": answers, "passage_ids": ids, "where": where,
+                    "chain": [t for _, t, _ in path], "descriptions": [d for _, _, d in path[1:]]})
+    return out
 
 
 def capped(chain: dict, taken: Counter, max_per_entity: int = verify.MAX_PER_ENTITY,
@@ -213,7 +263,7 @@ def capped(chain: dict, taken: Counter, max_per_entity: int = verify.MAX_PER_ENT
 def fresh_chains(corpus: Corpus, seed: int, used_ids: set[str], taken: Counter,
                  max_per_entity: int = verify.MAX_PER_ENTITY, max_per_fact: int = verify.MAX_PER_FACT,
                  keep=None, removed: Counter | None = None, on_seed=None) -> Iterator[dict]:
-    """2-hop chains (A mentions B; one fact of B) in a seeded order that no rule-made candidate uses.
+    """2- and 3-hop chains (``seed_options``) in a seeded order that no rule-made candidate uses.
 
     `used_ids`: ids of the rule-made candidates; `taken`: how many questions the split already keeps
     at each entity and at each (entity, relation), so a chain the repeat cap would drop is never written.
@@ -262,8 +312,9 @@ def fresh_chains(corpus: Corpus, seed: int, used_ids: set[str], taken: Counter,
 def to_candidate(chain: dict, question: str, writer: str) -> dict:
     """A written question in the candidate format the checks and the split read."""
     return {"id": chain["id"], "kind": KIND, "question": question, "answers": chain["answers"],
-            "chain": [chain["seed"], chain["entity"]], "passage_ids": chain["passage_ids"],
-            "descriptions": [chain["description"]], "relation": chain["relation"], "years": [], "compared": [],
+            "chain": [chain["seed"]] + [t for t, _ in hidden_path(chain)], "passage_ids": chain["passage_ids"],
+            "descriptions": [d for _, d in hidden_path(chain)], "relation": chain["relation"], "years": [],
+            "compared": [],
             "writer": writer}
 
 
