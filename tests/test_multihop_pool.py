@@ -94,3 +94,16 @@ def test_onward_links_never_double_back_or_repeat_a_description(setup):
     assert [c for _, c, _ in onward] == ["Quayside Brass Band"]
     assert not written.onward_links(corpus, "Quayside Brass Band", "Maria Delacroix-Hunt", "Welsh sculptor")
     assert not written.onward_links(corpus, "Harbour Lights Festival", "Maria Delacroix-Hunt", "welsh brass band")
+
+
+def test_written_question_that_skips_the_middle_hop_is_refused(setup):
+    corpus, _ = setup
+    chain = _three_hop(corpus)
+    whole = ("In what year was the Welsh brass band mentioned in the passage about the Welsh sculptor "
+             "mentioned in the Wikipedia passage about Harbour Lights Festival formed?")
+    skipped = "In what year was the Welsh brass band mentioned in the passage about Harbour Lights Festival formed?"
+    assert written.describes_the_chain(written.to_candidate(chain, whole, "w"))
+    # passes the other checks on its words, but the festival's passage never mentions the band
+    candidate = written.to_candidate(chain, skipped, "w")
+    assert verify.names_hidden(candidate) and written.asks_the_fact(candidate)
+    assert not written.describes_the_chain(candidate)

@@ -184,7 +184,7 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
     summary = {"chains": len(values), "parsed": len(parsed),
                "rule_checks_passed": sum(all(v for k, v in r["checks"].items() if k != "solvers") for r in parsed),
                "kept": sum(r["kept"] for r in values), "seconds_this_run": round(time.perf_counter() - started, 1)}
-    for check in [*build.verify.CHECKS[:-1], "asks_the_fact"]:
+    for check in [*build.verify.CHECKS[:-1], "asks_the_fact", "describes_the_chain"]:
         summary[f"fails_{check}"] = sum(1 for r in parsed if r["checks"].get(check) is False)
     print(json.dumps(summary))
     return 0

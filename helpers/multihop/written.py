@@ -145,6 +145,13 @@ def asks_the_fact(candidate: dict) -> bool:
     return verify.contains(question, verb) and (verify.contains(question, "year") or verify.contains(question, "when"))
 
 
+def describes_the_chain(candidate: dict) -> bool:
+    """The question names every hidden entity by its description, so it walks the whole chain: a
+    writer that drops the middle hop of a 3-hop chain ("the film mentioned in the passage about A",
+    when A's passage mentions only the film's writer) asks about a link the corpus does not state."""
+    return all(verify.contains(candidate["question"], desc) for desc in candidate["descriptions"])
+
+
 def promising_failure(chain: dict, corpus: Corpus, index, held_ids: set[str]) -> str | None:
     """The first check the chain fails before any wording is written, or None: the answer only in
     B's passage, no held-out passage, and the rule phrasing needs a second search (the written
@@ -337,7 +344,8 @@ def write_batch(chains: Sequence[dict], corpus: Corpus, index, held_ids: set[str
             record["candidate"] = candidate
             record["checks"] = {**verify.rule_checks(candidate, corpus.texts(candidate["passage_ids"]), index,
                                                      held_ids, held_out),
-                                "asks_the_fact": asks_the_fact(candidate)}
+                                "asks_the_fact": asks_the_fact(candidate),
+                                "describes_the_chain": describes_the_chain(candidate)}
         records.append(record)
     to_solve = [r["candidate"] for r in records if r["checks"] and all(r["checks"].values())]
     if to_solve:
