@@ -288,3 +288,24 @@ def test_three_side_by_side_without_mps_or_where_mps_is_missing(tmp_path):
     done, calls = _three(tmp_path / "missing", mps_control=False, MPS="1")
     assert done.returncode == 3 and not any("--stage grpo" in c for c in calls)  # no silent plain round
     assert "MPS unavailable" in (tmp_path / "missing" / "r" / "window.log").read_text()
+
+
+def test_multihop_write_runs_the_writer_under_its_share_until_its_minutes_and_keeps_everything_in_results(tmp_path):
+    calls = tmp_path / "calls.txt"
+    python = tmp_path / "python"
+    python.write_text('#!/bin/bash\nprintf "CAP=%%s %%s\\n" "$COURSE_CUDA_MEMORY_FRACTION" "$*" >> "%s"\n'
+                      'case "$*" in *"multihop write"*) echo \'{"chains": 3, "kept": 2}\' ;; esac\n' % calls)
+    python.chmod(0o755)
+    results = tmp_path / "r"
+    done = subprocess.run(["bash", str(GPU / "multihop_write.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "RESULTS": str(results),
+                               "BUNDLE": str(tmp_path / "none"), "MINUTES": "5", "CAP": "0.05"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    [write] = [c for c in calls.read_text().splitlines() if "-m helpers.multihop write" in c]
+    args = write.split()
+    assert args[0] == "CAP=0.05" and args[args.index("--model") + 1] == "qwen2.5-0.5b"
+    assert all(args[args.index(flag) + 1] == str(results / name) for flag, name in (
+        ("--out", "written.jsonl"), ("--verdicts", "verdicts.jsonl"), ("--progress", "written_progress.jsonl")))
+    assert len(args[args.index("--until") + 1]) == 5  # HH:MM, the minutes from now
+    log = (results / "window.log").read_text()
+    assert 'multihop write exited 0' in log and '"kept": 2' in log and "all done" in log
