@@ -19,8 +19,7 @@ setup_window
 if [ "$MPS" = 1 ]; then
   start_mps || { log "MPS unavailable: nothing ran (a plain round is TAG=... without MPS=1)"; log "all done"; exit 3; }
 fi
-command -v nvidia-smi >/dev/null && \
-  { nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 5 >"$R/gpu_memory.csv" 2>&1 & }
+watch_memory
 pids=()
 for i in 1 2 3; do
   COURSE_CUDA_MEMORY_FRACTION=0.32 experiment "${TAG}_$i" --out "$R/${TAG}_$i" --work "$WORK/${TAG}_$i" --stage grpo \

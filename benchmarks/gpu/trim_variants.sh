@@ -43,6 +43,12 @@ CAP=${CAP:-0.3}
 KEEP_ACTIVATIONS_SEEDS=${KEEP_ACTIVATIONS_SEEDS-1}  # empty: every seed recomputes
 source "$(dirname "$0")/common.sh"
 
+variant_topk() {  # the passages a variant searches with (exactK, NAME-kK); nothing for the recorded 3
+  case $1 in
+    exact[1-9]|exact[1-9][0-9]) echo "${1#exact}" ;;
+    *-k[1-9]|*-k[1-9][0-9]) echo "${1##*-k}" ;;
+  esac
+}
 variant_args() {  # the --set arguments of a variant, one per line
   case $1 in
     base) ;;
@@ -53,10 +59,10 @@ variant_args() {  # the --set arguments of a variant, one per line
     gain5ns) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}'; echo "trim.synthetic_share=0" ;;
     charge5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5, "pay": false}' ;;
     exact[1-9]|exact[1-9][0-9]) echo "trim.reward=exact_match"; echo "trim.reward_options={}"; echo "trim.synthetic_share=0"
-      echo "trim.max_steps=400"; passages "trim" "${1#exact}" ;;
+      echo "trim.max_steps=400"; passages "trim" "$(variant_topk "$1")" ;;
     *-k[1-9]|*-k[1-9][0-9])  # any other variant searching with K passages
       case ${1%-k*} in exact*|*-k*) return 1 ;; esac
-      variant_args "${1%-k*}" && passages "trim" "${1##*-k}" ;;
+      variant_args "${1%-k*}" && passages "trim" "$(variant_topk "$1")" ;;
     *) return 1 ;;
   esac
 }
@@ -67,10 +73,9 @@ passages() {  # passages SECTION K : K passages a search, and the budgets to fit
   echo "$1.rollout.max_trajectory_tokens=$trajectory"
 }
 eval_args() {  # the --set arguments a variant's evaluations need (what it searched with), one per line
-  case $1 in
-    exact[1-9]|exact[1-9][0-9]) passages eval "${1#exact}" ;;
-    *-k[1-9]|*-k[1-9][0-9]) passages eval "${1##*-k}" ;;
-  esac
+  local k
+  k=$(variant_topk "$1")
+  [ -z "$k" ] || passages eval "$k"
 }
 for variant in $VARIANTS; do
   variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, exactK; any but exactK with -kK)"; exit 2; }
