@@ -309,3 +309,20 @@ def test_multihop_write_runs_the_writer_under_its_share_until_its_minutes_and_ke
     assert len(args[args.index("--until") + 1]) == 5  # HH:MM, the minutes from now
     log = (results / "window.log").read_text()
     assert 'multihop write exited 0' in log and '"kept": 2' in log and "all done" in log
+
+
+def test_watch_memory_samples_the_hosts_memory_and_its_python_processes(tmp_path):
+    results = tmp_path / "results"
+    script = (f"source {GPU / 'common.sh'}; python3 -c 'import time; time.sleep(5)' & sleeper=$!; "
+              "watch_memory; watch_memory; sleep 1.5; kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; true")
+    env = {"PATH": "/usr/bin:/bin", "RESULTS": str(results), "MEMORY_EVERY": "0.2", "HOME": str(tmp_path)}
+    subprocess.run(["bash", "-c", script], env=env, check=True, timeout=60)
+    lines = (results / "host_memory.csv").read_text().splitlines()
+    assert lines[0] == "time,used_mib,available_mib,python_rss_mib,python_processes"
+    samples = [line.split(",") for line in lines[1:]]
+    assert len(samples) >= 3  # one line every 0.2 s, from one watcher though watch_memory ran twice
+    assert len(samples) <= 1.5 / 0.2 + 2
+    for time_of_day, used, available, rss, processes in samples:
+        assert time_of_day.count(":") == 2 and int(used) > 0 and int(available) > 0
+        assert int(processes) >= 1 and int(rss) > 0  # the sleeping python3 at least
+    assert not (results / "gpu_memory.csv").exists()  # no nvidia-smi on this PATH: no GPU file

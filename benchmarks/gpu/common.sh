@@ -36,9 +36,23 @@ setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, dat
   log "setup done"
 }
 
-watch_memory() {  # each process's GPU memory every 5 s into $R/gpu_memory.csv, for the window's length
+MEMORY_EVERY=${MEMORY_EVERY:-5}
+watch_memory() {  # every MEMORY_EVERY s, for the window's length: each process's GPU memory into
+  # $R/gpu_memory.csv, and the host's memory into $R/host_memory.csv (a machine that stops answering
+  # leaves in the last pack whether the host ran out of memory first: its processes share 128 GiB)
   if command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l 5 >"$R/gpu_memory.csv" 2>&1 &
+    nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l "$MEMORY_EVERY" \
+      >"$R/gpu_memory.csv" 2>&1 &
+  fi
+  if [ ! -f "$R/host_memory.csv" ]; then
+    echo "time,used_mib,available_mib,python_rss_mib,python_processes" >"$R/host_memory.csv"
+    ( while :; do
+        # free's used and available; the summed resident memory of the Python processes (training,
+        # evaluation, writer): one line a sample
+        echo "$(date -u +%T),$(free -m | awk '/^Mem:/ {print $3 "," $7}'),$(ps -eo rss=,comm= \
+          | awk '$2 ~ /^python/ {kib += $1; n++} END {printf "%d,%d", kib / 1024, n}')"
+        sleep "$MEMORY_EVERY"
+      done >>"$R/host_memory.csv" 2>/dev/null ) &
   fi
 }
 MPS_DIR=${MPS_DIR:-/tmp/course-mps}
