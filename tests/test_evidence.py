@@ -263,3 +263,34 @@ def test_the_recorded_topk_evaluations_are_the_ones_they_are_named_for():
 
     by_k = recorded_topk_reading()  # raises if a file's own config disagrees with its k
     assert sorted(by_k) == sorted(TOPK_EVALS) and all(t["all"]["n"] == by_k[3]["all"]["n"] for t in by_k.values())
+    from helpers.course.reading import TOPK_VALIDATION_EVALS
+    from helpers.course.recorded import run_folder
+
+    on_validation = recorded_topk_reading(TOPK_VALIDATION_EVALS)
+    assert sorted(on_validation) == sorted(TOPK_VALIDATION_EVALS)
+    for k, (run, label) in TOPK_VALIDATION_EVALS.items():  # the split a policy is chosen on, not test
+        config = json.loads((run_folder(run) / "eval" / f"{label}.config.json").read_text())
+        assert config["eval"]["split"] == "validation"
+        assert on_validation[k]["all"]["n"] != by_k[3]["all"]["n"]
+
+
+def test_topk_learned_tables_label_each_k_and_check_it(tmp_path, monkeypatch):
+    from helpers import config
+    from helpers.analyse import search_learned_table
+    from helpers.course.reading import topk_learned_tables
+
+    from helpers.search import local
+
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    corpus = Path(__file__).parent / "fixtures" / "search" / "corpus.jsonl"
+    index = local.LocalIndex.from_rows([json.loads(line) for line in corpus.read_text().splitlines() if line.strip()])
+    search = local.LocalSearchClient(index, topk=2)
+    k2 = [dict(_row("hotpotqa", ["wfix00000001"], [["wfix00000001"], ["wfix00000007"]], True), search_calls=2,
+               answers=["1901"]),
+          dict(_row("nq", ["wfix00000003"], [["wfix00000002"]], False), search_calls=1, answers=["Seine"])]
+    _recorded_eval(tmp_path / "run", "top2", k2, 2)
+    tables = topk_learned_tables(search, {2: ("run", "top2")})
+    assert list(tables) == ["k = 2"] and tables["k = 2"] == search_learned_table(k2, search)
+    assert tables["k = 2"]["hotpotqa"]["second_search_share"] == 1.0 and tables["k = 2"]["nq"]["em_if_stopped"] == 0.0
+    with pytest.raises(ValueError, match="searched with 2 passages, not 3"):
+        topk_learned_tables(search, {3: ("run", "top2")})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from helpers.analyse import COLUMN_INCHES, Table as Cells, policy_colour
+from helpers.analyse import COLUMN_INCHES, Table as Cells, policy_colour, search_learned_table
 from helpers.course.policies import AGAIN_RUN
 from helpers.course.recorded import eval_rows, run_folder
 from helpers.search import SEARCH_TOPK
@@ -27,6 +27,9 @@ RECORDED_TOPK = SEARCH_TOPK
 # passages a search, its observation budget 256 tokens a passage: k -> (run, label) of its rows.
 TOPK_EVALS = {RECORDED_TOPK: (f"{AGAIN_RUN}/seeds", "seed3_exact"), 1: (f"{AGAIN_RUN}/topk", "top1"),
               2: (f"{AGAIN_RUN}/topk", "top2"), 5: (f"{AGAIN_RUN}/topk", "top5"), 8: (f"{AGAIN_RUN}/topk", "top8")}
+# The same policy on the validation split, the split a policy is chosen on, at the two k that looked best
+# on test.
+TOPK_VALIDATION_EVALS = {2: (f"{AGAIN_RUN}/topk", "val_top2"), 3: (f"{AGAIN_RUN}/topk", "val_top3")}
 
 
 def reading_table(tables: Mapping[str, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")) -> Cells:
@@ -49,14 +52,24 @@ def recorded_topk_reading(evals: Mapping[int, tuple[str, str]] = TOPK_EVALS) -> 
     the default), so a mislabelled file is an error, not a wrong curve."""
     from helpers.evidence import finding_and_reading
 
-    out = {}
-    for k, (run, label) in sorted(evals.items()):
-        config = json.loads((run_folder(run) / "eval" / f"{label}.config.json").read_text())
-        searched = config.get("eval", {}).get("search_topk") or RECORDED_TOPK
-        if searched != k:
-            raise ValueError(f"{run}/eval/{label} searched with {searched} passages, not {k}")
-        out[k] = finding_and_reading(eval_rows(label, run))
-    return out
+    return {k: finding_and_reading(_topk_rows(k, run, label)) for k, (run, label) in sorted(evals.items())}
+
+
+def topk_learned_tables(search, evals: Mapping[int, tuple[str, str]] = TOPK_EVALS) -> dict[str, dict[str, Any]]:
+    """Per k ("k = 2"), the `search_learned_table` of the evaluation that returned k passages a search:
+    what `helpers.course.seeds.verdict_table` reads the search-again rule from. Checked like
+    `recorded_topk_reading`."""
+    return {f"k = {k}": search_learned_table(_topk_rows(k, run, label), search)
+            for k, (run, label) in sorted(evals.items())}
+
+
+def _topk_rows(k: int, run: str, label: str) -> list[dict[str, Any]]:
+    """The rows of one recorded evaluation, after checking its config searched with k passages."""
+    config = json.loads((run_folder(run) / "eval" / f"{label}.config.json").read_text())
+    searched = config.get("eval", {}).get("search_topk") or RECORDED_TOPK
+    if searched != k:
+        raise ValueError(f"{run}/eval/{label} searched with {searched} passages, not {k}")
+    return eval_rows(label, run)
 
 
 def constant_reading_em(by_k: Mapping[int, Mapping[str, Mapping[str, Any]]], reference: int,
