@@ -311,17 +311,24 @@ def test_multihop_write_runs_the_writer_under_its_share_until_its_minutes_and_ke
     assert 'multihop write exited 0' in log and '"kept": 2' in log and "all done" in log
 
 
-def test_watch_memory_samples_the_hosts_memory_and_its_python_processes(tmp_path):
+def test_watch_memory_samples_the_hosts_memory_until_its_script_ends(tmp_path):
+    import time
+
     results = tmp_path / "results"
-    script = (f"source {GPU / 'common.sh'}; python3 -c 'import time; time.sleep(5)' & sleeper=$!; "
-              "watch_memory; watch_memory; sleep 1.5; kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; true")
+    script = (f"source {GPU / 'common.sh'}; python3 -c 'import time; time.sleep(3)' >/dev/null 2>&1 & "
+              "watch_memory; watch_memory; sleep 1.5; echo finished")
     env = {"PATH": "/usr/bin:/bin", "RESULTS": str(results), "MEMORY_EVERY": "0.2", "HOME": str(tmp_path)}
-    subprocess.run(["bash", "-c", script], env=env, check=True, timeout=60)
+    # read through a pipe, as a caller capturing a script's output does: the sampler must not hold it open
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and done.stdout.strip() == "finished"
+    time.sleep(0.6)  # the sampler notices its script has ended at its next sample
     lines = (results / "host_memory.csv").read_text().splitlines()
+    time.sleep(0.6)
+    assert (results / "host_memory.csv").read_text().splitlines() == lines  # and then writes nothing more
     assert lines[0] == "time,used_mib,available_mib,python_rss_mib,python_processes"
     samples = [line.split(",") for line in lines[1:]]
-    assert len(samples) >= 3  # one line every 0.2 s, from one watcher though watch_memory ran twice
-    assert len(samples) <= 1.5 / 0.2 + 2
+    assert len(samples) >= 3  # one line every 0.2 s, from one sampler though watch_memory ran twice
+    assert len(samples) <= 1.5 / 0.2 + 3
     for time_of_day, used, available, rss, processes in samples:
         assert time_of_day.count(":") == 2 and int(used) > 0 and int(available) > 0
         assert int(processes) >= 1 and int(rss) > 0  # the sleeping python3 at least

@@ -44,15 +44,19 @@ watch_memory() {  # every MEMORY_EVERY s, for the window's length: each process'
     nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l "$MEMORY_EVERY" \
       >"$R/gpu_memory.csv" 2>&1 &
   fi
-  if [ ! -f "$R/host_memory.csv" ]; then
-    echo "time,used_mib,available_mib,python_rss_mib,python_processes" >"$R/host_memory.csv"
-    ( while :; do
+  if [ -z "${HOST_MEMORY_PID-}" ]; then  # once a script; it samples until the script ends
+    [ -f "$R/host_memory.csv" ] || echo "time,used_mib,available_mib,python_rss_mib,python_processes" >"$R/host_memory.csv"
+    local script=$$
+    # its own output goes to the file, not to the script's: a caller reading the script's output through
+    # a pipe is not kept waiting by it
+    ( while kill -0 "$script" 2>/dev/null; do
         # free's used and available; the summed resident memory of the Python processes (training,
         # evaluation, writer): one line a sample
         echo "$(date -u +%T),$(free -m | awk '/^Mem:/ {print $3 "," $7}'),$(ps -eo rss=,comm= \
           | awk '$2 ~ /^python/ {kib += $1; n++} END {printf "%d,%d", kib / 1024, n}')"
         sleep "$MEMORY_EVERY"
-      done >>"$R/host_memory.csv" 2>/dev/null ) &
+      done ) >>"$R/host_memory.csv" 2>/dev/null </dev/null &
+    HOST_MEMORY_PID=$!
   fi
 }
 MPS_DIR=${MPS_DIR:-/tmp/course-mps}
