@@ -321,9 +321,9 @@ def test_watch_memory_samples_the_hosts_memory_until_its_script_ends(tmp_path):
     # read through a pipe, as a caller capturing a script's output does: the sampler must not hold it open
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and done.stdout.strip() == "finished"
-    time.sleep(0.6)  # the sampler notices its script has ended at its next sample
+    time.sleep(1.0)  # the sampler notices its script has ended at its next sample (slower on a loaded machine)
     lines = (results / "host_memory.csv").read_text().splitlines()
-    time.sleep(0.6)
+    time.sleep(1.0)
     assert (results / "host_memory.csv").read_text().splitlines() == lines  # and then writes nothing more
     assert lines[0] == "time,used_mib,available_mib,python_rss_mib,python_processes"
     samples = [line.split(",") for line in lines[1:]]
