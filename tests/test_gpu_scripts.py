@@ -294,7 +294,8 @@ def test_multihop_write_runs_the_writer_under_its_share_until_its_minutes_and_ke
     calls = tmp_path / "calls.txt"
     python = tmp_path / "python"
     python.write_text('#!/bin/bash\nprintf "CAP=%%s %%s\\n" "$COURSE_CUDA_MEMORY_FRACTION" "$*" >> "%s"\n'
-                      'case "$*" in *"multihop write"*) echo \'{"chains": 3, "kept": 2}\' ;; esac\n' % calls)
+                      'case "$*" in *"multihop write"*) echo \'{"chains": 3, "kept": 2}\' ;;\n'
+                      '  *"multihop solve"*) echo \'{"questions": 5, "left": 0}\' ;; esac\n' % calls)
     python.chmod(0o755)
     results = tmp_path / "r"
     done = subprocess.run(["bash", str(GPU / "multihop_write.sh")], capture_output=True, text=True, timeout=60,
@@ -307,8 +308,14 @@ def test_multihop_write_runs_the_writer_under_its_share_until_its_minutes_and_ke
     assert all(args[args.index(flag) + 1] == str(results / name) for flag, name in (
         ("--out", "written.jsonl"), ("--verdicts", "verdicts.jsonl"), ("--progress", "written_progress.jsonl")))
     assert len(args[args.index("--until") + 1]) == 5  # HH:MM, the minutes from now
+    # the solvers judge the questions without a verdict first, into a copy of the committed verdicts
+    lines = calls.read_text().splitlines()
+    [solve] = [i for i, c in enumerate(lines) if "-m helpers.multihop solve" in c]
+    assert solve < lines.index(write) and f"--out {results / 'verdicts.jsonl'}" in lines[solve]
+    assert (results / "verdicts.jsonl").read_bytes() == (GPU.parents[1] / "helpers/multihop/verdicts.jsonl").read_bytes()
     log = (results / "window.log").read_text()
     assert 'multihop write exited 0' in log and '"kept": 2' in log and "all done" in log
+    assert 'multihop solve exited 0' in log and '"left": 0' in log
 
 
 def test_watch_memory_samples_the_hosts_memory_until_its_script_ends(tmp_path):

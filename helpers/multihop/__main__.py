@@ -1,9 +1,10 @@
 """`python -m helpers.multihop build|solve|show`.
 
 - ``build [--force]``: the set-up stage (candidates, checks, ``DATA_DIR/synthetic.jsonl``);
-- ``solve``: the independent solvers over every candidate that passes the rule checks, with the
-  course's engine, writing ``helpers/multihop/verdicts.jsonl`` (run it where a GPU is; on a CPU
-  pass ``--limit`` to measure on a sample), then rebuild the split with ``build``;
+- ``solve``: the independent solvers over every candidate that passes the rule checks and has no
+  verdict yet (``--again``: all), with the course's engine, merged into
+  ``helpers/multihop/verdicts.jsonl`` batch by batch (``--until HH:MM`` stops between batches;
+  ``--limit`` judges a random sample), then rebuild the split with ``build``;
 - ``write``: bridge questions written by the engine from chains the rules did not use
   (``helpers.multihop.written``), checked and solved; resumable, ``--until HH:MM`` stops between
   batches; the survivors go to ``helpers/multihop/written.jsonl``, their verdicts to ``verdicts.jsonl``;
@@ -20,6 +21,7 @@ import json
 import random
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from helpers import config
@@ -27,41 +29,59 @@ from helpers.multihop import build
 from helpers.runs import append_jsonl, read_jsonl, write_jsonl
 
 
-def rule_passing(out: Path) -> tuple[list[dict], object]:
-    """Candidates that pass every check but the solvers' (and the repeat cap), and the corpus."""
+def to_judge(out: Path, verdicts_path: Path, again: bool = False) -> tuple[list[dict], object]:
+    """Candidates that pass every rule check and have no recorded verdict (all of them with `again`),
+    those the split would keep if their verdict passed first (the repeat cap counts the kept ones),
+    then the capped ones, which a failing verdict ahead of them may let in; and the corpus."""
     from helpers.search.local import LocalIndex
 
     corpus = build.load_corpus()
-    candidates = build.generate_candidates(corpus, out / build.CANDIDATES_FILE)
+    candidates = build.all_candidates(corpus, out)
     held_ids, held_questions = build.held_out(out)
-    results = build.check_all(candidates, corpus, LocalIndex.load(out / "index"), held_ids, held_questions, {})
-    keep = [c for c, r in zip(candidates, results)
-            if all(v for k, v in r.items() if k not in ("solvers", "repeats"))]
-    return keep, corpus
+    recorded = build.load_verdicts(verdicts_path) if verdicts_path.exists() else {}
+    results = build.check_all(candidates, corpus, LocalIndex.load(out / "index"), held_ids, held_questions, recorded)
+    open_ = [(c, r) for c, r in zip(candidates, results)
+             if all(v for k, v in r.items() if k not in ("solvers", "repeats")) and (again or c["id"] not in recorded)]
+    return [c for c, r in open_ if r["repeats"]] + [c for c, r in open_ if not r["repeats"]], corpus
 
 
-def solve(model: str, limit: int | None, out_path: Path, seed: int) -> int:
+def solve(model: str, limit: int | None, out_path: Path, seed: int, batch: int = 32, until: str | None = None,
+          again: bool = False) -> int:
+    """Verdicts for the candidates `to_judge` gives, `batch` at a time, each batch merged into
+    `out_path` as it ends (an interrupted run keeps what it judged); `until` (UTC HH:MM) stops
+    between batches; `limit` judges a random sample instead (to measure)."""
     from helpers.engine import connect
     from helpers.multihop.solvers import verdicts, write_verdicts
 
     out = config.DATA_DIR
-    candidates, corpus = rule_passing(out)
+    candidates, corpus = to_judge(out, out_path, again)
     if limit is not None:
         candidates = random.Random(seed).sample(candidates, min(limit, len(candidates)))
     started = time.perf_counter()
     client = connect("local").create_sampling_client(base_model=model)
     tokenizer = client.get_tokenizer()
+    stop = _deadline(until)
 
     def passages_of(candidate):
         return [(corpus.by_id[i].title, corpus.by_id[i].text) for i in candidate["passage_ids"]]
 
-    rows = verdicts(candidates, passages_of, client, tokenizer)
-    for row in rows:
-        row["model"] = model
-    write_verdicts(rows, out_path)
+    rows: list[dict] = []
+    for start in range(0, len(candidates), batch):
+        if stop is not None and datetime.now(timezone.utc) >= stop:
+            break
+        new = verdicts(candidates[start:start + batch], passages_of, client, tokenizer)
+        for row in new:
+            row["model"] = model
+        rows += new
+        recorded = build.load_verdicts(out_path) if out_path.exists() else {}
+        recorded.update((r["id"], {k: r[k] for k in ("id", "with_all", "with_first", "pass", "model")}) for r in new)
+        write_verdicts(list(recorded.values()), out_path)
+        print(f"    {len(rows)} of {len(candidates)} judged, {sum(r['pass'] for r in rows)} pass "
+              f"({time.perf_counter() - started:.0f} s)", flush=True)
     n = len(rows) or 1
     summary = {
-        "questions": len(rows), "model": model, "seconds": round(time.perf_counter() - started, 1),
+        "questions": len(rows), "left": len(candidates) - len(rows), "model": model,
+        "seconds": round(time.perf_counter() - started, 1),
         "right_with_all": round(sum(r["with_all"] for r in rows) / n, 3),
         "right_with_first": round(sum(r["with_first"] for r in rows) / n, 3),
         "pass": round(sum(r["pass"] for r in rows) / n, 3),
@@ -69,6 +89,13 @@ def solve(model: str, limit: int | None, out_path: Path, seed: int) -> int:
     print(json.dumps(summary))
     print(f"verdicts -> {out_path}; apply them with `python -m helpers.multihop build`")
     return 0
+
+
+def _deadline(until: str | None):
+    """Today's UTC HH:MM as a datetime, or None."""
+    if not until:
+        return None
+    return datetime.now(timezone.utc).replace(hour=int(until[:2]), minute=int(until[3:5]), second=0, microsecond=0)
 
 
 def writer_inputs(written_path: Path) -> tuple:
@@ -135,8 +162,6 @@ def pool(seed: int, written_path: Path) -> int:
 
 def write(model: str, limit: int | None, batch: int, until: str | None, progress: Path, out_path: Path,
           seed: int, verdicts_path: Path = build.VERDICTS_FILE) -> int:
-    from datetime import datetime, timezone
-
     from tqdm.auto import tqdm
 
     from helpers.engine import connect
@@ -150,8 +175,7 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
     earlier = {c["id"]: c for c in written.load_written(out_path)} if out_path.exists() else {}
     client = connect("local").create_sampling_client(base_model=model)
     tokenizer = client.get_tokenizer()
-    stop = (datetime.now(timezone.utc).replace(hour=int(until[:2]), minute=int(until[3:5]), second=0)
-            if until else None)
+    stop = _deadline(until)
     started = time.perf_counter()
     bar = tqdm(total=limit, desc="written questions", unit=" chains")
     while stop is None or datetime.now(timezone.utc) < stop:
@@ -215,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     p_solve.add_argument("--limit", type=int, default=None, help="a random sample of this many questions")
     p_solve.add_argument("--out", type=Path, default=build.VERDICTS_FILE)
     p_solve.add_argument("--seed", type=int, default=0)
+    p_solve.add_argument("--batch", type=int, default=32, help="questions per batch; each batch's verdicts are saved")
+    p_solve.add_argument("--until", default=None, help="UTC HH:MM after which no new batch starts")
+    p_solve.add_argument("--again", action="store_true", help="judge questions that already have a verdict too")
     p_write = sub.add_parser("write", help="model-written bridge questions, checked and solved")
     p_write.add_argument("--model", default="qwen2.5-0.5b", choices=config.MODELS)
     p_write.add_argument("--limit", type=int, default=None, help="the first N fresh chains")
@@ -238,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         build.prepare_synthetic(force=args.force)
         return 0
     if args.command == "solve":
-        return solve(args.model, args.limit, args.out, args.seed)
+        return solve(args.model, args.limit, args.out, args.seed, args.batch, args.until, args.again)
     if args.command == "write":
         from helpers.multihop.written import WRITTEN_FILE
 

@@ -11,7 +11,10 @@
    ``DATA_DIR/synthetic_report.json`` with the counts.
 
 Bridge questions written by a model (``helpers/multihop/written.jsonl``, see
-``helpers.multihop.written``) join the rule-made candidates after them and meet the same checks.
+``helpers.multihop.written``) join the rule-made candidates after them and meet the same checks;
+then the questions about the second set of rules' facts (``questions.ties_from_seed``, generated
+into ``DATA_DIR/synthetic_ties.jsonl`` the same resumable way), so that neither moves an earlier
+question out of the repeat cap.
 
 The solvers' verdicts come from ``helpers/multihop/verdicts.jsonl`` (written on a GPU by
 ``python -m helpers.multihop solve``); questions without a verdict are kept and marked
@@ -33,20 +36,22 @@ from helpers import config
 from helpers.data import load_rows
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus, passages_from_rows
-from helpers.multihop.questions import from_seed
+from helpers.multihop.questions import from_seed, ties_from_seed
 from helpers.multihop.written import WRITTEN_FILE, load_written
 from helpers.runs import read_jsonl, write_jsonl
 from helpers.search.local import LocalIndex, read_corpus
 
 SEED = 20251201
-VERSION = 2
+VERSION = 3
 SPLIT = "synthetic"
 DATA_SOURCE = "synthetic"
 SHARD_SIZE = 2000  # seed passages per resumable shard
 CANDIDATES_FILE = "synthetic_candidates.jsonl"
+TIES_FILE = "synthetic_ties.jsonl"
 REPORT_FILE = "synthetic_report.json"
 VERDICTS_FILE = Path(__file__).resolve().parent / "verdicts.jsonl"
 LICENSE = "CC BY-SA (derived from Wikipedia text)"
+RULE_MODULES = ("facts.py", "chains.py", "questions.py", "verify.py")
 
 
 class Interrupted(RuntimeError):
@@ -91,15 +96,17 @@ def _read_shards(path: Path, header: dict) -> list[list[dict]]:
 
 
 def generate_candidates(corpus: Corpus, path: str | Path, seed: int = SEED, shard_size: int = SHARD_SIZE,
-                        show_progress: bool = True, stop_after: int | None = None) -> list[dict]:
-    """All candidates, resuming from the shards already in `path` (same seed and corpus).
+                        show_progress: bool = True, stop_after: int | None = None, make=from_seed) -> list[dict]:
+    """All candidates `make(corpus, passage, seed)` gives, resuming from the shards already in `path`
+    (same seed, corpus and rules).
 
     `stop_after` ends the run with ``Interrupted`` after that many new shards (tests of resume).
     """
     path = Path(path)
     order = seed_order(corpus, seed)
     digest = hashlib.sha1("\n".join(order).encode()).hexdigest()[:16]
-    header = {"version": VERSION, "seed": seed, "shard_size": shard_size, "passages": digest}
+    header = {"version": VERSION, "seed": seed, "shard_size": shard_size, "passages": digest, "rules": make.__name__,
+              "code": rules_digest()}
     shards = _read_shards(path, header)
     chunks = [order[i:i + shard_size] for i in range(0, len(order), shard_size)]
     # rewrite what was kept, so a torn or foreign file cannot linger below new shards
@@ -110,14 +117,14 @@ def generate_candidates(corpus: Corpus, path: str | Path, seed: int = SEED, shar
             handle.write(json.dumps({"shard": number, "candidates": shard}, ensure_ascii=False) + "\n")
     tmp.replace(path)
     bar = tqdm(total=len(order), initial=min(len(shards) * shard_size, len(order)), unit=" passages",
-               desc="multi-hop chains", disable=not show_progress, mininterval=1.0)
+               desc=f"multi-hop chains ({make.__name__})", disable=not show_progress, mininterval=1.0)
     written = 0
     with path.open("a", encoding="utf-8") as handle:
         for number in range(len(shards), len(chunks)):
             if stop_after is not None and written >= stop_after:
                 bar.close()
                 raise Interrupted(f"stopped after {written} shards")
-            shard = [c.to_dict() for pid in chunks[number] for c in from_seed(corpus, corpus.by_id[pid], seed)]
+            shard = [c.to_dict() for pid in chunks[number] for c in make(corpus, corpus.by_id[pid], seed)]
             handle.write(json.dumps({"shard": number, "candidates": shard}, ensure_ascii=False) + "\n")
             handle.flush()
             shards.append(shard)
@@ -177,6 +184,7 @@ def to_row(candidate: dict, verdicts: dict[str, dict]) -> dict[str, Any]:
             "solver_checked": candidate["id"] in verdicts,
             "license": LICENSE,
             **({"writer": candidate["writer"]} if candidate.get("writer") else {}),
+            **({"ties": True} if candidate.get("ties") else {}),
         },
     }
 
@@ -204,14 +212,47 @@ def summarise(candidates: list[dict], results: list[dict[str, bool]], rows: list
         "solver_checked": sum(r["metadata"]["solver_checked"] for r in rows),
         "written_candidates": sum(bool(c.get("writer")) for c in candidates),
         "written_kept": sum(bool(r["metadata"].get("writer")) for r in rows),
+        "ties_candidates": sum(bool(c.get("ties")) for c in candidates),
+        "ties_kept": sum(bool(r["metadata"].get("ties")) for r in rows),
     }
 
 
-def _fingerprint(seed: int, verdicts_path: Path, written_path: Path) -> dict:
-    def digest(path: Path) -> str:
-        return hashlib.sha1(path.read_bytes() if path.exists() else b"").hexdigest()[:16]
+def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: str | Path = WRITTEN_FILE,
+                   show_progress: bool = True) -> list[dict]:
+    """Every candidate in the order the split applies its repeat cap: the first set of rules', the
+    written ones, then the second set's (marked ``ties``); an id met earlier is not repeated."""
+    candidates = generate_candidates(corpus, out / CANDIDATES_FILE, seed, show_progress=show_progress)
+    seen = {c["id"] for c in candidates}
+    # a written question is checked against the passages it was written from: only where they exist
+    for candidate in load_written(written_path):
+        if candidate["id"] not in seen and all(pid in corpus.by_id for pid in candidate["passage_ids"]):
+            candidates.append(candidate)
+            seen.add(candidate["id"])
+    for candidate in generate_candidates(corpus, out / TIES_FILE, seed, show_progress=show_progress,
+                                         make=ties_from_seed):
+        if candidate["id"] not in seen:
+            candidates.append(dict(candidate, ties=True))
+            seen.add(candidate["id"])
+    return candidates
 
-    return {"version": VERSION, "seed": seed, "verdicts": digest(verdicts_path), "written": digest(written_path)}
+
+def _digest(*paths: Path) -> str:
+    sha = hashlib.sha1()
+    for path in paths:
+        sha.update(path.read_bytes() if path.exists() else b"")
+    return sha.hexdigest()[:16]
+
+
+def rules_digest() -> str:
+    """A digest of the modules that read facts and make questions: a changed rule regenerates the
+    candidates and the split rather than reusing files made by the old one."""
+    here = Path(__file__).resolve().parent
+    return _digest(*(here / name for name in RULE_MODULES))
+
+
+def _fingerprint(seed: int, verdicts_path: Path, written_path: Path) -> dict:
+    return {"version": VERSION, "seed": seed, "verdicts": _digest(verdicts_path), "written": _digest(written_path),
+            "rules": rules_digest()}
 
 
 def prepare_synthetic(out_dir: str | Path | None = None, shared: str | Path | None = None, seed: int = SEED,
@@ -231,11 +272,7 @@ def prepare_synthetic(out_dir: str | Path | None = None, shared: str | Path | No
     held_ids, held_questions = held_out(out)
     corpus = corpus or load_corpus(shared)
     index = index or LocalIndex.load(out / "index")
-    candidates = generate_candidates(corpus, out / CANDIDATES_FILE, seed, show_progress=show_progress)
-    rule_ids = {c["id"] for c in candidates}
-    # a written question is checked against the passages it was written from: only where they exist
-    candidates += [c for c in load_written(written_path)
-                   if c["id"] not in rule_ids and all(pid in corpus.by_id for pid in c["passage_ids"])]
+    candidates = all_candidates(corpus, out, seed, written_path, show_progress)
     verdicts = load_verdicts(verdicts_path)
     results = check_all(candidates, corpus, index, held_ids, held_questions, verdicts, show_progress)
     rows = [to_row(c, verdicts) for c, r in zip(candidates, results) if all(r.values())]

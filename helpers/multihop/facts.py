@@ -12,6 +12,14 @@ A lead paragraph names its subject and says what it is: "Robert James Belushi (b
 
 Only passages whose text starts with their subject are read (mid-article chunks of the corpus
 talk about something else as often as not).
+
+A second set of rules (``tie_facts``) reads facts that tie the subject to another name: what it is
+part of ("the capital and largest city **of Latvia**"), a capital or county seat ("Its county seat
+is Minden"), the actor who plays a character, a birthplace, the author of the book a film is based
+on, where a band or team is from, and the dates and makers the first set misses ("Directed by Alan
+J. Pakula, the film ..."). They stay apart from the first set's facts (``Lead.ties``): questions
+about them are made in a pass of their own, after the first set's, so adding a rule here moves no
+question the first set made, nor the verdict recorded for it.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ RELATIONS: dict[str, tuple[str, str]] = {
 MAKERS: dict[str, str] = {
     "directed_by": "directed", "created_by": "created", "written_by": "wrote", "composed_by": "composed",
     "designed_by": "designed", "founded_by": "founded", "developed_by": "developed",
-    "recorded_by": "recorded", "painted_by": "painted",
+    "recorded_by": "recorded", "painted_by": "painted", "produced_by": "produced",
 }
 # the noun a work's description ends with -> the maker relation of "<work> by NAME"
 WORK_MAKERS = {
@@ -121,7 +129,8 @@ class Lead:
     passage_id: str
     title: str
     description: str | None
-    facts: dict[str, str] = field(default_factory=dict)  # relation -> year
+    facts: dict[str, str] = field(default_factory=dict)  # relation -> year or name
+    ties: dict[str, str] = field(default_factory=dict)  # the second set's facts (``tie_facts``)
 
 
 def clean_title(title: str) -> str:
@@ -232,4 +241,92 @@ def read_lead(passage_id: str, title: str, text: str) -> Lead | None:
         known.pop("died", None)
     if LOCATED in known and (not phrase or phrase.split()[-1].lower() in REGIONS):
         del known[LOCATED]  # "the U.S. state ... is located where?" has a guessable answer
-    return Lead(passage_id, title, phrase, known)
+    ties = {relation: value for relation, value in tie_facts(body, phrase).items() if relation not in known}
+    return Lead(passage_id, title, phrase, known, ties)
+
+
+# ------------------------------------------------------------------ the second set of rules
+
+# where a name ends: "President of" and "Cascade Range of" lose their dangling word
+_DANGLING_NAME_WORDS = frozenset("of de del la upon on-the".split())
+_NOT_A_TIE = frozenset({"U.S.", "US", "USA", "U.S", "UK", "St", "St.", "Mr", "Dr"})
+# "... the capital and largest city" + " of Latvia": what the described thing belongs to
+# (the name must end where a name ends: "of the Federal government" names no "Federal")
+_OF = re.compile(rf"^\s+of\s+(?:the\s+)?{_PLACE}{_NAME_END}")
+# "... an American rock band" + " from Boston, Massachusetts" / " based in Leeds"
+_FROM = re.compile(rf"^\s+(?:from|based\s+in)\s+(?:the\s+)?{_PLACE}(?:,\s+{_PLACE})?")
+# "the husband of Queen Victoria" asks "of what?" about a person; "festival commemorating the birth" is a
+# description cut inside its clause: neither makes a part-of question
+KIN_NOUNS = frozenset("husband wife son daughter consort mother father brother sister widow child grandson "
+                      "granddaughter nephew niece cousin".split())
+HOME_NOUNS = frozenset("band group duo trio quartet team club company orchestra choir franchise".split())
+CHARACTER_NOUNS = frozenset("character protagonist antagonist villain superhero heroine".split())
+_CAPITAL = re.compile(rf"\b(?:[Ii]ts|[Tt]he\s+\w+'s|[Ww]hose)\s+capital(?:\s+city|\s+and\s+(?:the\s+)?"
+                      rf"(?:largest|most\s+populous)\s+city)?\s+(?:is|was)\s+{_PLACE}")
+_COUNTY_SEAT = re.compile(rf"\b(?:[Ii]ts|[Tt]he|[Ww]hose)\s+county\s+seat\s+(?:is|was)\s+{_PLACE}")
+_PLAYED_BY = re.compile(rf"\b(?:played|portrayed|voiced)\s+by\s+{_NAME}{_NAME_END}(?!\s+and\b)")
+_BORN_IN = re.compile(rf"\bborn\s+(?:[^()]{{0,40}}?\s)??in\s+(?:the\s+)?{_PLACE}(?:,\s+{_PLACE})?")
+_BASED_ON = re.compile(rf"\bbased\s+on\s+(?:the|a|an|his|her)\s+(?:{YEAR}\s+)?(?:[\w-]+\s+)?(?:novel|book|play|"
+                       rf"short\s+story|story|comic|memoir|novella|musical)(?:\s+of\s+the\s+same\s+name)?"
+                       rf"\s+by\s+{_NAME}{_NAME_END}(?!\s+and\b)")  # "by Lisberger and MacBird": no one author
+# a later sentence that opens with its maker: "Directed by Alan J. Pakula, the film stars ..."
+_SENTENCE_MAKER = re.compile(rf"^(Directed|Written|Created|Composed|Designed|Developed|Produced)\s+by\s+{_NAME}{_NAME_END}")
+# a lifespan after other parentheses' leftovers: "(; ; , 19 December 1906 – 10 November 1982)"
+_LIFESPAN_AFTER = re.compile(rf"^[^()]{{0,120}}\([;,\s]*[^()]*?[;,]\s*{_DATE_PREFIX}{YEAR}\s*[–-]\s*{_DATE_PREFIX}{YEAR}\)")
+TIE_SENTENCES = 3
+
+
+def _tie_name(value: str) -> str | None:
+    """A clean name for a tie's value, or None when it is no name ("Dutch", "Canada's", "U.S.")."""
+    words = _trim_name(value.strip()).split()
+    while words and words[-1].lower() in _DANGLING_NAME_WORDS:
+        words.pop()
+    name = " ".join(words).rstrip(".,")
+    if (not name or name in _NOT_A_TIE or name.endswith(("'s", "’s")) or _NOT_A_NAME.match(name)
+            or _NOT_A_PLACE.match(name) or len(name) < 3):
+        return None
+    return name
+
+
+def tie_facts(text: str, phrase: str | None) -> dict[str, str]:
+    """The second set's (relation -> name or year), each stated once; `phrase` is the lead's description."""
+    found: dict[str, set[str]] = {}
+
+    def add(relation: str, *parts: str | None) -> None:
+        names = [_tie_name(p) for p in parts if p]
+        if names and all(names):
+            found.setdefault(relation, set()).add(", ".join(names))
+
+    first = sentences(text, 1)[0] if text else ""
+    bare = first
+    for _ in range(2):
+        bare = _PARENTHESES.sub("", bare)
+    if phrase and (match := _DESCRIPTION.match(bare)):
+        rest = bare[match.end(2):]
+        words = phrase.lower().split()
+        if (of := _OF.match(rest)) and words[-1] not in KIN_NOUNS and not any(w.endswith("ing") for w in words):
+            add("part_of", of.group(1))
+        if phrase.split()[-1].lower() in HOME_NOUNS and (home := _FROM.match(rest)):
+            add("home", home.group(1), home.group(2))
+    lead = sentences(text, TIE_SENTENCES)
+    for sentence in lead:
+        for place in _CAPITAL.findall(sentence):
+            add("capital", place)
+        for place in _COUNTY_SEAT.findall(sentence):
+            add("county_seat", place)
+        for name in _BASED_ON.findall(sentence):
+            add("based_on", name[-1])
+        if phrase and CHARACTER_NOUNS & set(phrase.lower().split()):
+            for name in _PLAYED_BY.findall(sentence):
+                add("played_by", name)
+    for sentence in lead[:2]:
+        for place, region in _BORN_IN.findall(sentence):
+            add("born_in", place, region)
+    for sentence in lead[1:]:
+        if maker := _SENTENCE_MAKER.match(sentence):
+            add(f"{maker.group(1).lower()}_by", maker.group(2))
+    out = {relation: next(iter(values)) for relation, values in found.items() if len(values) == 1}
+    if (span := _LIFESPAN_AFTER.match(text)) and not (phrase and phrase.split()[-1].lower() in NOT_A_LIFE):
+        out.setdefault("born", span.group(1))
+        out.setdefault("died", span.group(2))
+    return out

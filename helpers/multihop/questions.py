@@ -34,6 +34,17 @@ BRIDGE_TEMPLATES = {
     "event": ("In what year was {e} {v}?", "When was {e} {v}? Give the year."),
 }
 PLACE_TEMPLATES = ("Where is {e} located?", "In which place is {e}?")
+# the second set's relations ({d}: the hidden entity's description, which "part_of" repeats)
+TIE_TEMPLATES = {
+    "part_of": ("{e} is the {d} of what?", "Of what is {e} the {d}?"),
+    "capital": ("What is the capital of {e}?", "Which city is the capital of {e}?"),
+    "county_seat": ("What is the county seat of {e}?", "Which place is the county seat of {e}?"),
+    "played_by": ("Who played {e}?", "Which actor portrayed {e}?"),
+    "born_in": ("Where was {e} born?", "In which place was {e} born?"),
+    "based_on": ("Who wrote the work that {e} is based on?", "Who is the author of the work {e} is based on?"),
+    "home": ("Where is {e} from?", "In which place is {e} based?"),
+}
+PLACE_RELATIONS = frozenset({LOCATED, "capital", "county_seat", "born_in", "home"})
 MAKER_TEMPLATES = ("Who {v} {e}?", "Which person or group {v} {e}?")
 PAIRS_PER_SEED = 2
 # A and a hidden entity, or two hidden entities of one passage ("the American actor or the English
@@ -99,6 +110,8 @@ def bridge_template(relation: str, choose: Callable[[Sequence[str]], str] = oper
     `choose` (e.g. a seeded ``rng.choice``) picks another phrasing."""
     if relation == LOCATED:
         return choose(PLACE_TEMPLATES)
+    if relation in TIE_TEMPLATES:
+        return choose(TIE_TEMPLATES[relation])
     if relation in MAKERS:
         return choose(MAKER_TEMPLATES).replace("{v}", MAKERS[relation])
     return choose(BRIDGE_TEMPLATES[_template_key(relation)]).replace("{v}", RELATIONS[relation][0])
@@ -129,10 +142,14 @@ def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
             if counts[desc.lower()] == 1 and elsewhere.get(desc.lower(), {title}) == {title}}
 
 
+def _facts(lead, ties: bool) -> dict[str, str]:
+    return lead.ties if ties else lead.facts
+
+
 def _next_hop(corpus: Corpus, passage: Passage, used: list[str], rng: random.Random,
-              need_fact: bool) -> tuple[str, str] | None:
+              need_fact: bool, ties: bool = False) -> tuple[str, str] | None:
     options = [(t, d) for t, d in unique_descriptions(corpus, passage).items()
-               if all(distinct(t, u) for u in used) and (not need_fact or corpus.lead(t).facts)]
+               if all(distinct(t, u) for u in used) and (not need_fact or _facts(corpus.lead(t), ties))]
     return rng.choice(sorted(options)) if options else None
 
 
@@ -146,7 +163,8 @@ def bridge(seed_passage: Passage, chain: list[str], descriptions: list[str], pas
            facts: dict[str, str], rng: random.Random, where: str = SEED_PLACE[0]) -> Candidate:
     """A fact about the chain's last entity, which the question names only through the chain."""
     relation = rng.choice(sorted(facts))
-    question = bridge_template(relation, rng.choice).format(e=entity_phrase(seed_passage.title, descriptions, where))
+    question = bridge_template(relation, rng.choice).format(e=entity_phrase(seed_passage.title, descriptions, where),
+                                                            d=descriptions[-1])
     answers = answer_forms(relation, facts[relation])
     ids = [p.id for p in passages]
     return Candidate(candidate_id("bridge", ids, relation, answers[0]), "bridge",
@@ -155,7 +173,7 @@ def bridge(seed_passage: Passage, chain: list[str], descriptions: list[str], pas
 
 def answer_forms(relation: str, value: str) -> list[str]:
     """'Cumbria, England' -> ['Cumbria', 'Cumbria, England']: a place with or without its region."""
-    if relation == LOCATED and ", " in value:
+    if relation in PLACE_RELATIONS and ", " in value:
         return [value.split(", ")[0], value]
     return [value]
 
@@ -192,6 +210,31 @@ def from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidat
             out.append(bridge(seed_passage, [seed_passage.title, title, hop[0]], [desc, hop[1]],
                               passages + [corpus.by_id[last.passage_id]], last.facts, rng, where))
     out.extend(pair_comparisons(corpus, seed_passage, options, rng, where))
+    return out
+
+
+def ties_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
+    """Bridge questions about the second set of rules' facts (``Lead.ties``), through up to
+    ``PER_SEED`` linked entities B (2 hops) and on from B's passage to a C (3 hops); its own seeded
+    draw, so the first set's questions do not depend on it."""
+    rng = random.Random(f"{seed}-ties-{seed_passage.id}")
+    if not clean_title(seed_passage.title):
+        return []
+    where = SEED_PLACE[len(corpus.by_title.get(seed_passage.title, [])) > 1]
+    options = sorted((t, d) for t, d in unique_descriptions(corpus, seed_passage).items() if corpus.lead(t).ties)
+    rng.shuffle(options)
+    out: list[Candidate] = []
+    for title, desc in options[:PER_SEED]:
+        lead = corpus.lead(title)
+        passages = [seed_passage, corpus.by_id[lead.passage_id]]
+        for relation in rng.sample(sorted(lead.ties), min(RELATIONS_PER_LINK, len(lead.ties))):
+            out.append(bridge(seed_passage, [seed_passage.title, title], [desc], passages,
+                              {relation: lead.ties[relation]}, rng, where))
+        hop = _next_hop(corpus, passages[-1], [seed_passage.title, title], rng, need_fact=True, ties=True)
+        if hop is not None and MAX_HOPS > 2:
+            last = corpus.lead(hop[0])
+            out.append(bridge(seed_passage, [seed_passage.title, title, hop[0]], [desc, hop[1]],
+                              passages + [corpus.by_id[last.passage_id]], last.ties, rng, where))
     return out
 
 
