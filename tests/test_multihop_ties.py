@@ -189,3 +189,30 @@ def test_solve_stops_between_batches_after_until(tmp_path, monkeypatch, corpus):
     monkeypatch.setattr(cli, "_deadline", lambda until: cli.datetime(2000, 1, 1, tzinfo=cli.timezone.utc))
     assert cli.solve("smollm2-135m", None, tmp_path / "v.jsonl", 0, until="00:00") == 0
     assert judged == [] and not (tmp_path / "v.jsonl").exists()
+
+
+def test_to_judge_puts_the_questions_the_split_would_keep_first_and_skips_judged_ones(tmp_path, monkeypatch, corpus):
+    import helpers.search.local as local
+
+    ok = {"answer_in_last_not_first": True, "names_hidden": True, "needs_second_search": True,
+          "held_out_passages": True, "held_out_text": True, "solvers": True, "repeats": True}
+    rows = [({"id": "capped"}, dict(ok, repeats=False)), ({"id": "kept"}, ok),
+            ({"id": "judged"}, ok), ({"id": "leaks"}, dict(ok, answer_in_last_not_first=False))]
+    monkeypatch.setattr(build, "load_corpus", lambda: corpus)
+    monkeypatch.setattr(build, "all_candidates", lambda corpus, out: [c for c, _ in rows])
+    monkeypatch.setattr(build, "held_out", lambda out: (set(), []))
+    monkeypatch.setattr(local.LocalIndex, "load", staticmethod(lambda path: None))
+    seen = {}
+
+    def check_all(candidates, corpus, index, held_ids, held_questions, verdicts):
+        seen["verdicts"] = set(verdicts)
+        return [r for _, r in rows]
+
+    monkeypatch.setattr(build, "check_all", check_all)
+    path = tmp_path / "verdicts.jsonl"
+    path.write_text(json.dumps({"id": "judged", "pass": True}) + "\n")
+    todo, _ = cli.to_judge(tmp_path, path)
+    assert [c["id"] for c in todo] == ["kept", "capped"]
+    assert seen["verdicts"] == {"judged"}  # the cap counts what the recorded verdicts keep
+    again, _ = cli.to_judge(tmp_path, path, again=True)
+    assert [c["id"] for c in again] == ["kept", "judged", "capped"]
