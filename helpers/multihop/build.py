@@ -244,8 +244,8 @@ def _digest(*paths: Path) -> str:
 
 
 def rules_digest() -> str:
-    """A digest of the modules that read facts and make questions: a changed rule regenerates the
-    candidates and the split rather than reusing files made by the old one."""
+    """A digest of the modules that read facts, make questions and check them: a changed rule
+    regenerates the cached candidates and the split rather than reusing files the old one made."""
     here = Path(__file__).resolve().parent
     return _digest(*(here / name for name in RULE_MODULES))
 
