@@ -197,18 +197,11 @@ def from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidat
     out: list[Candidate] = []
     for title, desc in options[:PER_SEED]:
         lead = corpus.lead(title)
-        passages = [seed_passage, corpus.by_id[lead.passage_id]]
-        for relation in rng.sample(sorted(lead.facts), min(RELATIONS_PER_LINK, len(lead.facts))):
-            out.append(bridge(seed_passage, [seed_passage.title, title], [desc], passages,
-                              {relation: lead.facts[relation]}, rng, where))
+        out += _link_bridges(corpus, seed_passage, title, desc, rng, where, ties=False)
         pairs = comparable(seed_facts, lead.facts)
         if pairs:
             out.append(_comparison(seed_passage, seed_facts, title, desc, lead, rng.choice(pairs), rng, where))
-        hop = _next_hop(corpus, passages[-1], [seed_passage.title, title], rng, need_fact=True)
-        if hop is not None and MAX_HOPS > 2:
-            last = corpus.lead(hop[0])
-            out.append(bridge(seed_passage, [seed_passage.title, title, hop[0]], [desc, hop[1]],
-                              passages + [corpus.by_id[last.passage_id]], last.facts, rng, where))
+        out += _onward_bridge(corpus, seed_passage, title, desc, rng, where, ties=False)
     out.extend(pair_comparisons(corpus, seed_passage, options, rng, where))
     return out
 
@@ -225,17 +218,32 @@ def ties_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Can
     rng.shuffle(options)
     out: list[Candidate] = []
     for title, desc in options[:PER_SEED]:
-        lead = corpus.lead(title)
-        passages = [seed_passage, corpus.by_id[lead.passage_id]]
-        for relation in rng.sample(sorted(lead.ties), min(RELATIONS_PER_LINK, len(lead.ties))):
-            out.append(bridge(seed_passage, [seed_passage.title, title], [desc], passages,
-                              {relation: lead.ties[relation]}, rng, where))
-        hop = _next_hop(corpus, passages[-1], [seed_passage.title, title], rng, need_fact=True, ties=True)
-        if hop is not None and MAX_HOPS > 2:
-            last = corpus.lead(hop[0])
-            out.append(bridge(seed_passage, [seed_passage.title, title, hop[0]], [desc, hop[1]],
-                              passages + [corpus.by_id[last.passage_id]], last.ties, rng, where))
+        out += _link_bridges(corpus, seed_passage, title, desc, rng, where, ties=True)
+        out += _onward_bridge(corpus, seed_passage, title, desc, rng, where, ties=True)
     return out
+
+
+def _link_bridges(corpus: Corpus, seed_passage: Passage, title: str, desc: str, rng: random.Random, where: str,
+                  ties: bool) -> list[Candidate]:
+    """2-hop bridges through the linked entity `title`, one per fact drawn (at most ``RELATIONS_PER_LINK``)."""
+    lead = corpus.lead(title)
+    facts = _facts(lead, ties)
+    passages = [seed_passage, corpus.by_id[lead.passage_id]]
+    return [bridge(seed_passage, [seed_passage.title, title], [desc], passages, {relation: facts[relation]}, rng, where)
+            for relation in rng.sample(sorted(facts), min(RELATIONS_PER_LINK, len(facts)))]
+
+
+def _onward_bridge(corpus: Corpus, seed_passage: Passage, title: str, desc: str, rng: random.Random, where: str,
+                   ties: bool) -> list[Candidate]:
+    """The 3-hop bridge from `title`'s passage on to a C with a fact (none when no link qualifies)."""
+    lead = corpus.lead(title)
+    passage = corpus.by_id[lead.passage_id]
+    hop = _next_hop(corpus, passage, [seed_passage.title, title], rng, need_fact=True, ties=ties)
+    if hop is None or MAX_HOPS <= 2:
+        return []
+    last = corpus.lead(hop[0])
+    return [bridge(seed_passage, [seed_passage.title, title, hop[0]], [desc, hop[1]],
+                   [seed_passage, passage, corpus.by_id[last.passage_id]], _facts(last, ties), rng, where)]
 
 
 def pair_comparisons(corpus: Corpus, seed_passage: Passage, options: list[tuple[str, str]],
