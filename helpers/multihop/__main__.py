@@ -38,7 +38,7 @@ def to_judge(out: Path, verdicts_path: Path, again: bool = False) -> tuple[list[
     corpus = build.load_corpus()
     candidates = build.all_candidates(corpus, out)
     held_ids, held_questions = build.held_out(out)
-    recorded = build.load_verdicts(verdicts_path) if verdicts_path.exists() else {}
+    recorded = build.load_verdicts(verdicts_path)
     results = build.check_all(candidates, corpus, LocalIndex.load(out / "index"), held_ids, held_questions, recorded)
     open_ = [(c, r) for c, r in zip(candidates, results)
              if all(v for k, v in r.items() if k not in ("solvers", "repeats")) and (again or c["id"] not in recorded)]
@@ -51,7 +51,7 @@ def solve(model: str, limit: int | None, out_path: Path, seed: int, batch: int =
     `out_path` as it ends (an interrupted run keeps what it judged); `until` (UTC HH:MM) stops
     between batches; `limit` judges a random sample instead (to measure)."""
     from helpers.engine import connect
-    from helpers.multihop.solvers import verdicts, write_verdicts
+    from helpers.multihop.solvers import verdicts
 
     out = config.DATA_DIR
     candidates, corpus = to_judge(out, out_path, again)
@@ -73,9 +73,7 @@ def solve(model: str, limit: int | None, out_path: Path, seed: int, batch: int =
         for row in new:
             row["model"] = model
         rows += new
-        recorded = build.load_verdicts(out_path) if out_path.exists() else {}
-        recorded.update((r["id"], {k: r[k] for k in ("id", "with_all", "with_first", "pass", "model")}) for r in new)
-        write_verdicts(list(recorded.values()), out_path)
+        build.merge_verdicts(new, out_path)
         print(f"    {len(rows)} of {len(candidates)} judged, {sum(r['pass'] for r in rows)} pass "
               f"({time.perf_counter() - started:.0f} s)", flush=True)
     n = len(rows) or 1
@@ -165,7 +163,7 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
     from tqdm.auto import tqdm
 
     from helpers.engine import connect
-    from helpers.multihop import solvers, written
+    from helpers.multihop import written
 
     corpus, index, held_ids, held_text, used_ids, taken = writer_inputs(out_path)
     chains = written.fresh_chains(corpus, seed, used_ids, taken,
@@ -195,9 +193,8 @@ def write(model: str, limit: int | None, batch: int, until: str | None, progress
         records.update((r["id"], r) for r in done)
         new = [dict(r["verdict"], model=model) for r in done if r["verdict"]]
         if new:
-            old = build.load_verdicts(verdicts_path) if verdicts_path.exists() else build.load_verdicts()
-            old.update((v["id"], {k: v[k] for k in ("id", "with_all", "with_first", "pass", "model")}) for v in new)
-            solvers.write_verdicts(list(old.values()), verdicts_path)
+            # a file beside a window's results starts from the committed verdicts
+            build.merge_verdicts(new, verdicts_path, start=build.VERDICTS_FILE)
         kept = {**earlier, **{r["id"]: dict(r["candidate"], license=build.LICENSE)
                               for r in records.values() if r["kept"]}}.values()
         write_jsonl(out_path, sorted(kept, key=lambda c: c["id"]))

@@ -138,6 +138,19 @@ def load_verdicts(path: str | Path = VERDICTS_FILE) -> dict[str, dict]:
     return {record["id"]: record for record in read_jsonl(path)}
 
 
+VERDICT_FIELDS = ("id", "with_all", "with_first", "pass", "model")  # what the verdicts file keeps of a verdict
+
+
+def merge_verdicts(new: list[dict], path: Path, start: Path | None = None) -> None:
+    """Add `new` verdicts to those recorded in `path` (in `start` while `path` does not exist yet)
+    and write them all back: a new verdict for an id replaces the old one."""
+    from helpers.multihop.solvers import write_verdicts
+
+    recorded = load_verdicts(path if path.exists() or start is None else start)
+    recorded.update((v["id"], {k: v[k] for k in VERDICT_FIELDS}) for v in new)
+    write_verdicts(list(recorded.values()), path)
+
+
 def held_out(data_dir: Path) -> tuple[set[str], list[str]]:
     """Gold passage ids and question texts of the validation and test splits."""
     ids: set[str] = set()

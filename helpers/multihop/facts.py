@@ -289,7 +289,8 @@ def _tie_name(value: str) -> str | None:
 
 
 def tie_facts(text: str, phrase: str | None) -> dict[str, str]:
-    """The second set's (relation -> name or year), each stated once; `phrase` is the lead's description."""
+    """Facts that tie the subject to another name or date (relation -> value), each stated once;
+    `phrase` is the lead's description."""
     found: dict[str, set[str]] = {}
 
     def add(relation: str, *parts: str | None) -> None:
