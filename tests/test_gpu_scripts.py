@@ -184,7 +184,10 @@ def _trim_variants(tmp_path, **env):
     tmp_path.mkdir(exist_ok=True)
     calls = tmp_path / "calls.txt"
     python = tmp_path / "python"
-    python.write_text('#!/bin/bash\nprintf "RECOMPUTE=%%s %%s\\n" "$COURSE_ENGINE_RECOMPUTE" "$*" >> "%s"\n' % calls)
+    # an evaluation leaves its rows where the script looks for them, as helpers.experiment does
+    python.write_text('#!/bin/bash\nprintf "RECOMPUTE=%%s %%s\\n" "$COURSE_ENGINE_RECOMPUTE" "$*" >> "%s"\n'
+                      'case "$*" in *"--stage eval"*) out=$(sed -E "s/.*--out ([^ ]+).*/\\1/" <<<"$*")\n'
+                      '  mkdir -p "$out/eval" && touch "$out/eval/sft_grpo.jsonl" ;; esac\n' % calls)
     python.chmod(0o755)
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "RESULTS": str(tmp_path / "results"),
@@ -202,6 +205,26 @@ def test_trim_variants_keeps_activations_only_for_the_seeds_named_and_none_when_
     assert recompute(lines, 1) == {"RECOMPUTE=0"} and recompute(lines, 2) == {"RECOMPUTE=1"}
     lines = _trim_variants(tmp_path / "none", VARIANTS="base", SEEDS="1,2", KEEP_ACTIVATIONS_SEEDS="")
     assert recompute(lines, 1) == recompute(lines, 2) == {"RECOMPUTE=1"}
+
+
+def test_trim_variants_pairs_every_policy_with_init_on_both_splits_when_init_has_validation_rows(tmp_path):
+    init_test, init_val = tmp_path / "init_test.jsonl", tmp_path / "init_val.jsonl"
+    init_test.write_text(""), init_val.write_text("")
+
+    def verdicts(lines):
+        return [c.split(" -m helpers.course.seeds ")[1].split() for c in lines if "helpers.course.seeds" in c]
+
+    lines = _trim_variants(tmp_path / "both", VARIANTS="base-k2", SEEDS="1", INIT_EVAL=str(init_test),
+                           INIT_VAL_EVAL=str(init_val))
+    test, val = verdicts(lines)
+    assert test[0] == f"init={init_test}" and val[0] == f"init={init_val}"
+    assert test[1].startswith("base-k2_s1=") and val[1].startswith("base-k2_s1=") and val[1].endswith(
+        "/validation/eval/sft_grpo.jsonl")
+    assert test[-2:] == val[-2:] == ["--paired-with", "init"]
+    # without INIT's validation rows, validation lists the policies alone and pairs nothing
+    test, val = verdicts(_trim_variants(tmp_path / "test_only", VARIANTS="base-k2", SEEDS="1", INIT_EVAL=str(init_test)))
+    assert test[-2:] == ["--paired-with", "init"]
+    assert [item.split("=")[0] for item in val] == ["base-k2_s1"]
 
 
 def test_trim_variants_trains_and_evaluates_exact5_with_five_passages_and_budgets_to_fit(tmp_path):

@@ -18,6 +18,7 @@ from helpers.course.seeds import (SEARCH_AGAIN_RULE, SEEDS, STAGES, added_search
                                   verdict_table)
 from helpers.checkers.seeds import policy_table as table
 from helpers.search import create_search_client
+from helpers.runs import read_jsonl
 
 GPU = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
 
@@ -98,6 +99,26 @@ def test_the_command_reads_evaluation_rows_and_prints_the_verdicts(capsys):
     assert (again, stopped) == (30, 70)
     with pytest.raises(SystemExit):
         main(["no-equals-sign"])
+
+
+def test_the_command_pairs_each_policy_with_the_named_one_on_the_same_questions(capsys):
+    """--paired-with: each other policy's added second searches against the named one, as
+    `added_search_gain` counts them, and a name that is not among the runs is an error, not a table."""
+    rows = Path(__file__).resolve().parents[1] / "results" / "h200_again" / "seeds" / "eval"
+    exact, trim = rows / "seed1_exact.jsonl", rows / "seed1_trim.jsonl"
+    main([f"exact={exact}", f"trim={trim}", "--paired-with", "exact"])
+    printed = capsys.readouterr().out
+    gains = added_search_gain(read_jsonl(exact), read_jsonl(trim))["hotpotqa"]
+    assert gains["added"] > 0
+    line = next(line for line in printed.splitlines() if line.startswith("| trim | hotpotqa |"))
+    assert line.split(" | ")[2:5] == [f"{gains['added']} of {gains['questions']}", str(gains["right_before"]),
+                                      str(gains["right_after"])]
+    assert "right before (exact)" in printed
+    assert not any(line.startswith("| exact | hotpotqa |") for line in printed.splitlines())
+    with pytest.raises(SystemExit):
+        main([f"exact={exact}", f"trim={trim}", "--paired-with", "sft"])
+    with pytest.raises(SystemExit):
+        main([f"exact={exact}", "--paired-with", "exact"])
 
 
 def test_an_evaluation_without_one_source_is_named_not_a_crash():

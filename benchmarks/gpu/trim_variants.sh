@@ -24,7 +24,9 @@
 # ($R/<variant>_s<seed>/adapter) and evaluated side by side on the test split (for the record) and the
 # validation split (for choosing); then the next round. After every round `tables.md` and `verdicts.md`
 # (each policy against the search-again rule, `helpers.course.seeds`) put INIT's test rows (INIT_EVAL)
-# first, so a window cut short still has its tables.
+# first, and its validation rows (INIT_VAL_EVAL, when given) first in the validation verdicts, so a window
+# cut short still has its tables; each policy's added second searches are paired with INIT's on the same
+# questions.
 #   setsid nohup bash benchmarks/gpu/trim_variants.sh >/root/window.out 2>&1 </dev/null &
 #   PRESET=cpu-dry-again MODEL=smollm2-135m STAGE_MIN=0.3 INIT=<state> RESULTS=/tmp/r WORK=/tmp/w \
 #     BUNDLE=/nonexistent bash benchmarks/gpu/trim_variants.sh   # on a CPU
@@ -32,6 +34,7 @@ set -u
 PRESET=${PRESET:-h200_again}
 INIT=${INIT:-results/h200_replicas/again_s3_exact/adapter}
 INIT_EVAL=${INIT_EVAL:-results/h200_again/seeds/eval/seed3_exact.jsonl}
+INIT_VAL_EVAL=${INIT_VAL_EVAL:-}  # INIT's validation rows, evaluated with the variants' passages
 VARIANTS=${VARIANTS:-base synth25 tool4}
 SEEDS=${SEEDS:-3 1}
 STAGE_MIN=${STAGE_MIN:-9}
@@ -71,6 +74,10 @@ passages() {  # passages SECTION K : K passages a search, and the budgets to fit
   read -r tool trajectory < <(passage_budgets "$2")
   echo "$1.search_topk=$2"; echo "$1.rollout.max_tool_response_tokens=$tool"
   echo "$1.rollout.max_trajectory_tokens=$trajectory"
+}
+paired() {  # --paired-with init when INIT's rows are among the runs and another policy is beside them
+  [ $# -ge 2 ] && [ "${1%%=*}" = init ] && echo "--paired-with init"
+  return 0
 }
 eval_args() {  # the --set arguments a variant's evaluations need (what it searched with), one per line
   local k
@@ -115,6 +122,7 @@ for round in $SEEDS; do
   wait "${pids[@]}"
   evals=() chosen=()
   [ -f "$INIT_EVAL" ] && evals+=("init=$INIT_EVAL")
+  [ -n "$INIT_VAL_EVAL" ] && [ -f "$INIT_VAL_EVAL" ] && chosen+=("init=$INIT_VAL_EVAL")
   for run in "$R"/*_s[0-9]*/eval/sft_grpo.jsonl; do
     name=$(basename "$(dirname "$(dirname "$run")")")
     evals+=("$name=$run")
@@ -122,8 +130,8 @@ for round in $SEEDS; do
   done
   "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
   log "round s$round tables: status $?"
-  { echo "test split"; "$PY" -m helpers.course.seeds "${evals[@]}"
-    [ ${#chosen[@]} -gt 0 ] && echo && echo "validation split" && "$PY" -m helpers.course.seeds "${chosen[@]}"
+  { echo "test split"; "$PY" -m helpers.course.seeds "${evals[@]}" $(paired "${evals[@]}")
+    [ ${#chosen[@]} -gt 0 ] && echo && echo "validation split" && "$PY" -m helpers.course.seeds "${chosen[@]}" $(paired "${chosen[@]}")
   } >"$R/verdicts.md" 2>>"$R/tables.log"
   log "round s$round verdicts: status $?"
 done

@@ -166,19 +166,22 @@ def seed_gains(seeds=SEEDS, run: str = SEEDS_RUN) -> dict[int, dict[str, dict[st
             for seed in seeds}
 
 
-def added_search_table(gains: Mapping[int, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")) -> Cells:
-    """Per seed and source, the questions `trim` added a second search on and the right answers among
-    them before and after; the seeds summed last. HTML in a notebook, Markdown printed."""
+def added_search_table(gains: Mapping[Any, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq"),
+                       key: str = "seed", before: str = STAGE_LABELS[STAGES[0]],
+                       after: str = STAGE_LABELS[STAGES[-1]], summed: str = "seeds summed") -> Cells:
+    """Per seed (or any `key`: a policy's label) and source, the questions the later policy added a
+    second search on and the right answers among them before and after; all summed last. HTML in a
+    notebook, Markdown printed."""
     rows = []
     for source in sources:
-        seen = [(str(seed), per[source]) for seed, per in gains.items() if source in per]
-        total = {key: sum(g[key] for _, g in seen) for key in ("questions", "added", "right_before", "right_after")}
+        seen = [(str(name), per[source]) for name, per in gains.items() if source in per]
+        total = {k: sum(g[k] for _, g in seen) for k in ("questions", "added", "right_before", "right_after")}
         total["em_change"] = sum(g["em_change"] * g["questions"] for _, g in seen) / max(total["questions"], 1)
-        for seed, g in [*seen, ("seeds summed", total)]:
-            rows.append([seed, source, f"{g['added']} of {g['questions']}", str(g["right_before"]),
+        for name, g in [*seen, (summed, total)]:
+            rows.append([name, source, f"{g['added']} of {g['questions']}", str(g["right_before"]),
                          str(g["right_after"]), f"{100 * g['em_change']:+.1f}"])
-    return Cells(["seed", "source", "second search added", f"right before ({STAGE_LABELS[STAGES[0]]})",
-                  f"right after ({STAGE_LABELS[STAGES[-1]]})", "EM change over the source's questions (points)"], rows)
+    return Cells([key, "source", "second search added", f"right before ({before})", f"right after ({after})",
+                  "EM change over the source's questions (points)"], rows)
 
 
 def added_search_gain_figure(gains: Mapping[int, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq")):
@@ -215,7 +218,9 @@ def added_search_gain_figure(gains: Mapping[int, Mapping[str, Mapping[str, Any]]
 
 
 def main(argv=None) -> None:
-    """python -m helpers.course.seeds LABEL=ROWS.jsonl ...: each policy's evaluation rows against the rule."""
+    """python -m helpers.course.seeds LABEL=ROWS.jsonl ...: each policy's evaluation rows against the rule;
+    with --paired-with LABEL, also each other policy's added second searches against LABEL's on the same
+    questions (`added_search_gain`: the measure of "pays" that compares no two groups of questions)."""
     import argparse
 
     from helpers.runs import read_jsonl
@@ -223,15 +228,25 @@ def main(argv=None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m helpers.course.seeds", description=main.__doc__)
     parser.add_argument("runs", nargs="+", metavar="LABEL=ROWS.jsonl")
+    parser.add_argument("--paired-with", metavar="LABEL", help="the policy the others' second searches are paired with")
     args = parser.parse_args(argv)
-    search = create_search_client("local")
-    tables = {}
+    rows = {}
     for item in args.runs:
         label, sep, path = item.partition("=")
         if not sep or not label:
             parser.error(f"expected LABEL=ROWS.jsonl, got {item!r}")
-        tables[label] = search_learned_table(read_jsonl(path), search)
-    print(verdict_table(tables))
+        rows[label] = read_jsonl(path)
+    if args.paired_with is not None and (args.paired_with not in rows or len(rows) < 2):
+        parser.error(f"--paired-with names one of the runs and needs another beside it: got {args.paired_with!r} "
+                     f"with runs {sorted(rows)}")
+    search = create_search_client("local")
+    print(verdict_table({label: search_learned_table(r, search) for label, r in rows.items()}))
+    if args.paired_with is not None:
+        reference = rows[args.paired_with]
+        gains = {label: added_search_gain(reference, r) for label, r in rows.items() if label != args.paired_with}
+        print()
+        print(added_search_table(gains, key="policy", before=args.paired_with, after="the policy",
+                                 summed="policies summed"))
 
 
 if __name__ == "__main__":
