@@ -341,6 +341,30 @@ def test_multihop_write_runs_the_writer_under_its_share_until_its_minutes_and_ke
     assert 'multihop solve exited 0' in log and '"left": 0' in log
 
 
+def test_watch_memory_appends_the_gpu_samples_of_two_scripts_into_one_folder_and_stops_with_each(tmp_path):
+    import time
+
+    bin_dir, results = tmp_path / "bin", tmp_path / "results"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"  # one line a call, naming the round that asked
+    smi.write_text('#!/bin/bash\necho "$(date +%T), $ROUND, 552 MiB"\n')
+    smi.chmod(0o755)
+    script = f"source {GPU / 'common.sh'}; watch_memory; watch_memory; sleep 1.2"
+    for round_ in ("plain", "mps"):
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RESULTS": str(results), "MEMORY_EVERY": "0.2",
+               "HOME": str(tmp_path), "ROUND": round_}
+        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+    time.sleep(1.0)
+    lines = (results / "gpu_memory.csv").read_text().splitlines()
+    time.sleep(1.0)
+    assert (results / "gpu_memory.csv").read_text().splitlines() == lines  # both samplers stopped
+    rounds = [line.split(", ")[1] for line in lines]
+    assert rounds == sorted(rounds, key=("plain", "mps").index)  # the first round's lines kept, then the second's
+    for round_ in ("plain", "mps"):  # one sampler a script though watch_memory ran twice
+        assert 3 <= rounds.count(round_) <= 1.2 / 0.2 + 3
+
+
 def test_watch_memory_samples_the_hosts_memory_until_its_script_ends(tmp_path):
     import time
 

@@ -37,13 +37,10 @@ setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, dat
 }
 
 MEMORY_EVERY=${MEMORY_EVERY:-5}
-watch_memory() {  # every MEMORY_EVERY s, for the window's length: each process's GPU memory into
+watch_memory() {  # every MEMORY_EVERY s until the script ends: each process's GPU memory into
   # $R/gpu_memory.csv, and the host's memory into $R/host_memory.csv (a machine that stops answering
-  # leaves in the last pack whether the host ran out of memory first: its processes share 128 GiB)
-  if command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader -l "$MEMORY_EVERY" \
-      >"$R/gpu_memory.csv" 2>&1 &
-  fi
+  # leaves in the last pack whether the host ran out of memory first: its processes share 128 GiB).
+  # Both files are appended to, so two scripts run one after the other into one folder keep both rounds
   if [ -z "${HOST_MEMORY_PID-}" ]; then  # once a script; it samples until the script ends
     [ -f "$R/host_memory.csv" ] || echo "time,used_mib,available_mib,python_rss_mib,python_processes" >"$R/host_memory.csv"
     local script=$$
@@ -57,6 +54,12 @@ watch_memory() {  # every MEMORY_EVERY s, for the window's length: each process'
         sleep "$MEMORY_EVERY"
       done ) >>"$R/host_memory.csv" 2>/dev/null </dev/null &
     HOST_MEMORY_PID=$!
+    if command -v nvidia-smi >/dev/null; then  # timestamp, pid, used memory: a line per GPU process
+      ( while kill -0 "$script" 2>/dev/null; do
+          nvidia-smi --query-compute-apps=timestamp,pid,used_memory --format=csv,noheader
+          sleep "$MEMORY_EVERY"
+        done ) >>"$R/gpu_memory.csv" 2>&1 </dev/null &
+    fi
   fi
 }
 MPS_DIR=${MPS_DIR:-/tmp/course-mps}
