@@ -18,7 +18,9 @@
 #
 # **What you will build.** The training set of a search agent, and an understanding of why it is so
 # bare: each example is an id, a question, a list of acceptable short answers and the dataset it came
-# from. There are no search queries written by people and no demonstration trajectories.
+# from. There are no search queries written by people and no demonstration trajectories. Then a
+# measure of the data that decides whether an agent can learn to search twice: how often one search
+# on the question itself already finds everything, and a split of questions built so that it never does.
 #
 # **What you need.** The set-up of notebook 00 (`make setup` prepared the splits under `data/`).
 #
@@ -110,6 +112,52 @@ normalize_row(id="x", question="  who wrote hamlet ", answers=["William Shakespe
 budgets()["questions"], [e.question for e in load_examples("train", limit=budgets()["questions"])]
 
 # %% [markdown]
+# ## How often does one search settle a question?
+#
+# A search agent learns to search again only from questions where searching again earns more reward
+# than answering after the first search. Here is a cheap test of how many such questions the data
+# holds: search once with the question itself as the query (BM25, top 3, the agent's default) and check
+# whether every *gold passage* is already among the results. The data rows carry their gold passages'
+# ids in `metadata` for analysis and rewards; they never enter a prompt or an observation.
+
+# %%
+from helpers.course.one_search import one_search_figure, one_search_shares
+from helpers.data import load_rows
+from helpers.search.local import LocalIndex
+
+index = LocalIndex.load()  # the corpus and BM25 index the search tool uses
+train_rows = load_rows("train")
+by_source = {source: [r for r in train_rows if r["data_source"] == source] for source in ("nq", "hotpotqa")}
+by_source["synthetic"] = load_rows("synthetic")
+shares = one_search_shares(by_source, index)
+one_search_figure(shares);
+
+# %% [markdown]
+# On most NQ questions and on many HotpotQA ones, one search on the question returns everything the
+# answer needs. On those, a trajectory that answers after one search earns what one that searches
+# again earns, so GRPO has no reason to prefer searching again; and on the rest, the second search
+# competes with answering from a good guess.
+#
+# The third bar is a split built to be zero. Perplexity's post makes its training questions in four
+# steps: choose a *seed* entity and the atomic facts its passage states; follow a mention from that
+# passage to a second (or third) entity; write a question that names only the seed and refers to every
+# later entity by its *description* ("the American actor mentioned in the passage about …"), so the
+# question's words lead to the first passage and the answer lives in the last; and keep only questions
+# that independent solvers answer right with all the chain's passages and wrong with the first one
+# alone. `helpers.multihop` does the same by rules on the course's corpus, and one of its checks is the
+# measure above: a question whose chain passages all come back from one search on it is dropped.
+# The GRPO stages that build the second-search habit (notebook 09's recipe) take part of every batch
+# from this split.
+#
+# Move the slider: each question shows its chain, what one search on it finds, and the passage a
+# second search has to find (the one the first passage's mention points to).
+
+# %%
+from helpers.widgets.chain import ChainExplorer
+
+display(ChainExplorer(by_source["synthetic"], index))
+
+# %% [markdown]
 # ## Exercises
 #
 # 1. Which of the rows in `RAW_ROWS` survive normalisation? Give their ids.
@@ -130,7 +178,38 @@ my_counts = None
 check_source_counts(validation, my_counts)
 
 # %% [markdown]
-# 3. (Think.) Why would adding gold search queries to the data change the kind of learning?
+# 3. Write `one_search_enough(question, gold_ids, search)`: search once, with the question itself, and
+#    say whether every gold passage id came back. `search(query)` returns the ids of the passages it
+#    found, best first. A question without gold passages cannot be judged: raise `ValueError`.
+
+# %% tags=["exercise"]
+from helpers.checkers.one_search import check_one_search_enough
+
+
+def one_search_enough(question: str, gold_ids: list[str], search) -> bool:
+    """True when one search with `question` as the query returns every id in `gold_ids` (any order)."""
+    raise NotImplementedError("write one_search_enough")  # your code here
+
+
+check_one_search_enough(one_search_enough)
+
+# %% [markdown]
+# Once the checker says "correct", run your function with the real search on the HotpotQA questions:
+# its share should be the figure's.
+
+# %%
+def search_ids(query: str) -> list[str]:
+    return [passage.id for passage in index.search(query, k=3)]
+
+
+try:
+    mine = [one_search_enough(r["question"], r["metadata"]["gold_passage_ids"], search_ids) for r in by_source["hotpotqa"]]
+    print(f"yours: {sum(mine) / len(mine):.1%} of {len(mine)} HotpotQA questions; the figure: {shares['hotpotqa']['share']:.1%}")
+except NotImplementedError as stub:
+    print(f"not yet: {stub}")
+
+# %% [markdown]
+# 4. (Think.) Why would adding gold search queries to the data change the kind of learning?
 #
 # ---
 #
@@ -138,7 +217,7 @@ check_source_counts(validation, my_counts)
 #
 # Try the exercises first; the solution cell is collapsed (click the dots).
 #
-# <details><summary><b>Answer to 3</b></summary>
+# <details><summary><b>Answer to 4</b></summary>
 #
 # With gold queries every search action has a target, so the search turns could be learned by
 # imitation (supervised fine-tuning on someone else's queries), and the policy could only get as good
@@ -154,6 +233,15 @@ kept = [row["id"] for row in RAW_ROWS
 check_kept_rows(kept)
 check_source_counts(validation, Counter(e.data_source for e in validation))
 
+
+def one_search_enough(question, gold_ids, search):
+    if not gold_ids:
+        raise ValueError("a question without gold passages cannot be judged")
+    return set(gold_ids) <= set(search(question))
+
+
+check_one_search_enough(one_search_enough)
+
 # %% [markdown]
 # ## Questionnaire
 #
@@ -164,6 +252,8 @@ check_source_counts(validation, Counter(e.data_source for e in validation))
 # 4. What is the difference between the NQ and the HotpotQA questions, and why does it matter for a
 #    search agent?
 # 5. Why are there no gold search queries in the data?
+# 6. Why does a question that one search on its own words settles teach an agent nothing about
+#    searching again, and how does a question built from a chain of entities avoid it?
 #
 # <details><summary><b>Answers</b> (open after answering)</summary>
 #
@@ -174,6 +264,11 @@ check_source_counts(validation, Counter(e.data_source for e in validation))
 #    questions SFT demonstrated would reward recalling the demonstrations.
 # 4. NQ questions usually need one fact, HotpotQA questions are multi-hop (two facts, often two
 #    searches): they test whether the agent learns to search again.
-# 5. The agent must discover its queries from the outcome reward (see exercise 3).
+# 5. The agent must discover its queries from the outcome reward (see exercise 4).
+# 6. After one search every gold passage is in the context, so answering right then earns the full
+#    reward and a second search cannot earn more: GRPO's advantages never favour it. A chain question
+#    names only its first entity and describes the later ones, so one search on its words finds the
+#    first passage, and the answer sits in a passage that only a second search, for the entity the
+#    first one mentions, brings in.
 #
 # </details>

@@ -13,6 +13,7 @@ import torch
 from helpers import checkers
 from helpers.checkers.loss import engine_loss
 from helpers.efficiency import gated_reward, tool_penalties
+from helpers.course.one_search import settled_by_one_search
 from helpers.course.reading import constant_reading_em
 from helpers.course.seeds import SEARCH_AGAIN_RULE, added_search_gain, rule_failures
 from helpers.evidence import build_report, gold_passage_ids, query_differs
@@ -61,6 +62,22 @@ def added_second_searches(before_rows, after_rows, source):  # the course's pair
     return (gain["added"], gain["right_before"], gain["right_after"]) if gain else (0, 0, 0)
 
 
+class _SearchAsIndex:
+    """A learner's `search(query) -> ids` seen as the index the course's rule searches (`.search(q, k)`)."""
+
+    def __init__(self, search):
+        self.search_ids = search
+
+    def search(self, query, k=3):
+        return [type("Passage", (), {"id": pid})() for pid in self.search_ids(query)[:k]]
+
+
+def one_search_enough(question, gold_ids, search):
+    """The course's rule (`helpers.course.one_search`, the multi-hop split's check) in the exercise's shape."""
+    return settled_by_one_search({"id": "q", "question": question, "metadata": {"gold_passage_ids": gold_ids}},
+                                 _SearchAsIndex(search))
+
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 REFERENCES = [
     (checkers.check_parse_assistant, parse_assistant),
@@ -81,9 +98,11 @@ REFERENCES = [
     (checkers.check_added_second_searches, added_second_searches),
     (checkers.check_finding_and_reading, found_and_right),
     (checkers.check_constant_reading, constant_reading_em),
+    (checkers.check_one_search_enough, one_search_enough),
 ]
 # The exercise each notebook holds: the function the learner writes there.
 EXERCISES = {
+    "01": {"one_search_enough"},
     "02": {"parse_assistant"},
     "03": {"normalize_answer", "score_answer"},
     "04": {"blocks_that_fit", "new_gold_per_search"},

@@ -10,6 +10,7 @@ Each checker returns a Verdict (True when every case holds) and never raises on 
 from helpers.checkers.efficiency import check_tool_penalty
 from helpers.checkers.preference import check_gate, check_symmetrised_loss
 from helpers.checkers.loss import check_importance_sampling_loss
+from helpers.checkers.one_search import check_one_search_enough
 from helpers.checkers.own_reward import check_rewrite_bonus
 from helpers.checkers.protocol import check_parse_assistant
 from helpers.checkers.reading import check_constant_reading, check_finding_and_reading
@@ -31,6 +32,7 @@ __all__ = [
     "check_importance_sampling_loss",
     "check_new_gold_per_search",
     "check_normalize_answer",
+    "check_one_search_enough",
     "check_parse_assistant",
     "check_rewrite_bonus",
     "check_score_answer",
