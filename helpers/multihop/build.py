@@ -13,8 +13,9 @@
 Bridge questions written by a model (``helpers/multihop/written.jsonl``, see
 ``helpers.multihop.written``) join the rule-made candidates after them and meet the same checks;
 then the questions about the second set of rules' facts (``questions.ties_from_seed``, generated
-into ``DATA_DIR/synthetic_ties.jsonl`` the same resumable way), so that neither moves an earlier
-question out of the repeat cap.
+into ``DATA_DIR/synthetic_ties.jsonl`` the same resumable way), and last the questions about the
+third set's facts (``questions.more_from_seed``, ``DATA_DIR/synthetic_more.jsonl``), so that none
+moves an earlier question out of the repeat cap.
 
 The solvers' verdicts come from ``helpers/multihop/verdicts.jsonl`` (written on a GPU by
 ``python -m helpers.multihop solve``); questions without a verdict are kept and marked
@@ -36,7 +37,7 @@ from helpers import config
 from helpers.data import load_rows
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus, passages_from_rows
-from helpers.multihop.questions import from_seed, ties_from_seed
+from helpers.multihop.questions import from_seed, more_from_seed, ties_from_seed
 from helpers.multihop.written import WRITTEN_FILE, load_written
 from helpers.runs import read_jsonl, write_jsonl
 from helpers.search.local import LocalIndex, read_corpus
@@ -48,10 +49,11 @@ DATA_SOURCE = "synthetic"
 SHARD_SIZE = 2000  # seed passages per resumable shard
 CANDIDATES_FILE = "synthetic_candidates.jsonl"
 TIES_FILE = "synthetic_ties.jsonl"
+MORE_FILE = "synthetic_more.jsonl"
 REPORT_FILE = "synthetic_report.json"
 VERDICTS_FILE = Path(__file__).resolve().parent / "verdicts.jsonl"
 LICENSE = "CC BY-SA (derived from Wikipedia text)"
-RULE_MODULES = ("facts.py", "chains.py", "questions.py", "verify.py")
+RULE_MODULES = ("facts.py", "more_facts.py", "chains.py", "questions.py", "verify.py")
 
 
 class Interrupted(RuntimeError):
@@ -198,6 +200,7 @@ def to_row(candidate: dict, verdicts: dict[str, dict]) -> dict[str, Any]:
             "license": LICENSE,
             **({"writer": candidate["writer"]} if candidate.get("writer") else {}),
             **({"ties": True} if candidate.get("ties") else {}),
+            **({"more": True} if candidate.get("more") else {}),
         },
     }
 
@@ -227,13 +230,16 @@ def summarise(candidates: list[dict], results: list[dict[str, bool]], rows: list
         "written_kept": sum(bool(r["metadata"].get("writer")) for r in rows),
         "ties_candidates": sum(bool(c.get("ties")) for c in candidates),
         "ties_kept": sum(bool(r["metadata"].get("ties")) for r in rows),
+        "more_candidates": sum(bool(c.get("more")) for c in candidates),
+        "more_kept": sum(bool(r["metadata"].get("more")) for r in rows),
     }
 
 
 def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: str | Path = WRITTEN_FILE,
                    show_progress: bool = True) -> list[dict]:
     """Every candidate in the order the split applies its repeat cap: the first set of rules', the
-    written ones, then the second set's (marked ``ties``); an id met earlier is not repeated."""
+    written ones, the second set's (marked ``ties``), then the third set's (marked ``more``); an id
+    met earlier is not repeated."""
     candidates = generate_candidates(corpus, out / CANDIDATES_FILE, seed, show_progress=show_progress)
     seen = {c["id"] for c in candidates}
     # a written question is checked against the passages it was written from: only where they exist
@@ -245,6 +251,11 @@ def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: st
                                          make=ties_from_seed):
         if candidate["id"] not in seen:
             candidates.append(dict(candidate, ties=True))
+            seen.add(candidate["id"])
+    for candidate in generate_candidates(corpus, out / MORE_FILE, seed, show_progress=show_progress,
+                                         make=more_from_seed):
+        if candidate["id"] not in seen:
+            candidates.append(dict(candidate, more=True))
             seen.add(candidate["id"])
     return candidates
 

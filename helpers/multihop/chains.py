@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from helpers.multihop.facts import Lead, clean_title, read_lead
+from helpers.multihop.more_facts import with_more
 from helpers.search.local import Passage, split_contents
 
 WORD = re.compile(r"\w+")
@@ -67,7 +68,7 @@ class Corpus:
         # the entity's profile: its first lead passage (in id order) with a description
         self.leads: dict[str, Lead] = {}
         for passage in sorted(passages, key=lambda p: p.id):
-            lead = read_lead(passage.id, passage.title, passage.text)
+            lead = with_more(read_lead(passage.id, passage.title, passage.text), passage.text)
             if lead is None:
                 continue
             known = self.leads.get(passage.title)

@@ -131,6 +131,7 @@ class Lead:
     description: str | None
     facts: dict[str, str] = field(default_factory=dict)  # relation -> year or name
     ties: dict[str, str] = field(default_factory=dict)  # the second set's facts (``tie_facts``)
+    more: dict[str, str] = field(default_factory=dict)  # the third set's (``more_facts.with_more``)
 
 
 def clean_title(title: str) -> str:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 from helpers.multihop.chains import Corpus, Passage, distinct
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
+from helpers.multihop.more_facts import CREDITS, EVENTS, POPULATION, TEMPLATES
 
 KINDS = ("bridge", "comparison")
 MAX_HOPS = 3
@@ -114,6 +115,15 @@ def bridge_template(relation: str, choose: Callable[[Sequence[str]], str] = oper
         return choose(TIE_TEMPLATES[relation])
     if relation in MAKERS:
         return choose(MAKER_TEMPLATES).replace("{v}", MAKERS[relation])
+    # the third set's relations (``more_facts``): none of them is a relation of the first two
+    if relation.startswith(POPULATION):
+        return choose(TEMPLATES[POPULATION]).replace("{y}", relation[len(POPULATION):])
+    if relation in TEMPLATES:
+        return choose(TEMPLATES[relation])
+    if relation in CREDITS:
+        return choose(MAKER_TEMPLATES).replace("{v}", CREDITS[relation])
+    if relation in EVENTS:
+        return choose(BRIDGE_TEMPLATES["event"]).replace("{v}", EVENTS[relation])
     return choose(BRIDGE_TEMPLATES[_template_key(relation)]).replace("{v}", RELATIONS[relation][0])
 
 
@@ -142,12 +152,13 @@ def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
             if counts[desc.lower()] == 1 and elsewhere.get(desc.lower(), {title}) == {title}}
 
 
-def _facts(lead, ties: bool) -> dict[str, str]:
-    return lead.ties if ties else lead.facts
+def _facts(lead, ties: bool | str) -> dict[str, str]:
+    """The facts a pass asks about: the first set's, the second's (``ties``) or the third's ("more")."""
+    return lead.more if ties == MORE else lead.ties if ties else lead.facts
 
 
 def _next_hop(corpus: Corpus, passage: Passage, used: list[str], rng: random.Random,
-              need_fact: bool, ties: bool = False) -> tuple[str, str] | None:
+              need_fact: bool, ties: bool | str = False) -> tuple[str, str] | None:
     options = [(t, d) for t, d in unique_descriptions(corpus, passage).items()
                if all(distinct(t, u) for u in used) and (not need_fact or _facts(corpus.lead(t), ties))]
     return rng.choice(sorted(options)) if options else None
@@ -223,8 +234,28 @@ def ties_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Can
     return out
 
 
+MORE = "more"  # the third set of rules' pass (``more_facts``)
+
+
+def more_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
+    """Bridge questions about the third set of rules' facts (``Lead.more``), made like
+    ``ties_from_seed``'s (2 hops through up to ``PER_SEED`` linked entities, 3 hops on from their
+    passages) with a seeded draw of their own, so no question of the first two sets depends on it."""
+    rng = random.Random(f"{seed}-more-{seed_passage.id}")
+    if not clean_title(seed_passage.title):
+        return []
+    where = SEED_PLACE[len(corpus.by_title.get(seed_passage.title, [])) > 1]
+    options = sorted((t, d) for t, d in unique_descriptions(corpus, seed_passage).items() if corpus.lead(t).more)
+    rng.shuffle(options)
+    out: list[Candidate] = []
+    for title, desc in options[:PER_SEED]:
+        out += _link_bridges(corpus, seed_passage, title, desc, rng, where, ties=MORE)
+        out += _onward_bridge(corpus, seed_passage, title, desc, rng, where, ties=MORE)
+    return out
+
+
 def _link_bridges(corpus: Corpus, seed_passage: Passage, title: str, desc: str, rng: random.Random, where: str,
-                  ties: bool) -> list[Candidate]:
+                  ties: bool | str) -> list[Candidate]:
     """2-hop bridges through the linked entity `title`, one per fact drawn (at most ``RELATIONS_PER_LINK``)."""
     lead = corpus.lead(title)
     facts = _facts(lead, ties)
@@ -234,7 +265,7 @@ def _link_bridges(corpus: Corpus, seed_passage: Passage, title: str, desc: str, 
 
 
 def _onward_bridge(corpus: Corpus, seed_passage: Passage, title: str, desc: str, rng: random.Random, where: str,
-                   ties: bool) -> list[Candidate]:
+                   ties: bool | str) -> list[Candidate]:
     """The 3-hop bridge from `title`'s passage on to a C with a fact (none when no link qualifies)."""
     lead = corpus.lead(title)
     passage = corpus.by_id[lead.passage_id]
