@@ -152,15 +152,15 @@ def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
             if counts[desc.lower()] == 1 and elsewhere.get(desc.lower(), {title}) == {title}}
 
 
-def _facts(lead, ties: bool | str) -> dict[str, str]:
-    """The facts a pass asks about: the first set's, the second's (``ties``) or the third's ("more")."""
-    return lead.more if ties == MORE else lead.ties if ties else lead.facts
+def _facts(lead, rules: str) -> dict[str, str]:
+    """The facts a pass asks about: the ``Lead`` field of its set of rules ("facts", "ties", "more")."""
+    return getattr(lead, rules)
 
 
 def _next_hop(corpus: Corpus, passage: Passage, used: list[str], rng: random.Random,
-              need_fact: bool, ties: bool | str = False) -> tuple[str, str] | None:
+              need_fact: bool, rules: str = "facts") -> tuple[str, str] | None:
     options = [(t, d) for t, d in unique_descriptions(corpus, passage).items()
-               if all(distinct(t, u) for u in used) and (not need_fact or _facts(corpus.lead(t), ties))]
+               if all(distinct(t, u) for u in used) and (not need_fact or _facts(corpus.lead(t), rules))]
     return rng.choice(sorted(options)) if options else None
 
 
@@ -208,73 +208,64 @@ def from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidat
     out: list[Candidate] = []
     for title, desc in options[:PER_SEED]:
         lead = corpus.lead(title)
-        out += _link_bridges(corpus, seed_passage, title, desc, rng, where, ties=False)
+        out += _link_bridges(corpus, seed_passage, title, desc, rng, where, "facts")
         pairs = comparable(seed_facts, lead.facts)
         if pairs:
             out.append(_comparison(seed_passage, seed_facts, title, desc, lead, rng.choice(pairs), rng, where))
-        out += _onward_bridge(corpus, seed_passage, title, desc, rng, where, ties=False)
+        out += _onward_bridge(corpus, seed_passage, title, desc, rng, where, "facts")
     out.extend(pair_comparisons(corpus, seed_passage, options, rng, where))
     return out
 
 
 def ties_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
-    """Bridge questions about the second set of rules' facts (``Lead.ties``), through up to
-    ``PER_SEED`` linked entities B (2 hops) and on from B's passage to a C (3 hops); its own seeded
-    draw, so the first set's questions do not depend on it."""
-    rng = random.Random(f"{seed}-ties-{seed_passage.id}")
-    if not clean_title(seed_passage.title):
-        return []
-    where = SEED_PLACE[len(corpus.by_title.get(seed_passage.title, [])) > 1]
-    options = sorted((t, d) for t, d in unique_descriptions(corpus, seed_passage).items() if corpus.lead(t).ties)
-    rng.shuffle(options)
-    out: list[Candidate] = []
-    for title, desc in options[:PER_SEED]:
-        out += _link_bridges(corpus, seed_passage, title, desc, rng, where, ties=True)
-        out += _onward_bridge(corpus, seed_passage, title, desc, rng, where, ties=True)
-    return out
-
-
-MORE = "more"  # the third set of rules' pass (``more_facts``)
+    """Bridge questions about the second set of rules' facts (``Lead.ties``)."""
+    return _later_set_from_seed(corpus, seed_passage, seed, "ties")
 
 
 def more_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
-    """Bridge questions about the third set of rules' facts (``Lead.more``), made like
-    ``ties_from_seed``'s (2 hops through up to ``PER_SEED`` linked entities, 3 hops on from their
-    passages) with a seeded draw of their own, so no question of the first two sets depends on it."""
-    rng = random.Random(f"{seed}-more-{seed_passage.id}")
+    """Bridge questions about the third set of rules' facts (``Lead.more``, ``more_facts``)."""
+    return _later_set_from_seed(corpus, seed_passage, seed, "more")
+
+
+def _later_set_from_seed(corpus: Corpus, seed_passage: Passage, seed: int, rules: str) -> list[Candidate]:
+    """Bridges about one later set of rules' facts (`rules`: the ``Lead`` field that holds them),
+    through up to ``PER_SEED`` linked entities B (2 hops) and on from B's passage to a C (3 hops); a
+    seeded draw of the set's own, so no earlier set's questions depend on it."""
+    rng = random.Random(f"{seed}-{rules}-{seed_passage.id}")
     if not clean_title(seed_passage.title):
         return []
     where = SEED_PLACE[len(corpus.by_title.get(seed_passage.title, [])) > 1]
-    options = sorted((t, d) for t, d in unique_descriptions(corpus, seed_passage).items() if corpus.lead(t).more)
+    options = sorted((t, d) for t, d in unique_descriptions(corpus, seed_passage).items()
+                     if getattr(corpus.lead(t), rules))
     rng.shuffle(options)
     out: list[Candidate] = []
     for title, desc in options[:PER_SEED]:
-        out += _link_bridges(corpus, seed_passage, title, desc, rng, where, ties=MORE)
-        out += _onward_bridge(corpus, seed_passage, title, desc, rng, where, ties=MORE)
+        out += _link_bridges(corpus, seed_passage, title, desc, rng, where, rules)
+        out += _onward_bridge(corpus, seed_passage, title, desc, rng, where, rules)
     return out
 
 
 def _link_bridges(corpus: Corpus, seed_passage: Passage, title: str, desc: str, rng: random.Random, where: str,
-                  ties: bool | str) -> list[Candidate]:
+                  rules: str) -> list[Candidate]:
     """2-hop bridges through the linked entity `title`, one per fact drawn (at most ``RELATIONS_PER_LINK``)."""
     lead = corpus.lead(title)
-    facts = _facts(lead, ties)
+    facts = _facts(lead, rules)
     passages = [seed_passage, corpus.by_id[lead.passage_id]]
     return [bridge(seed_passage, [seed_passage.title, title], [desc], passages, {relation: facts[relation]}, rng, where)
             for relation in rng.sample(sorted(facts), min(RELATIONS_PER_LINK, len(facts)))]
 
 
 def _onward_bridge(corpus: Corpus, seed_passage: Passage, title: str, desc: str, rng: random.Random, where: str,
-                   ties: bool | str) -> list[Candidate]:
+                   rules: str) -> list[Candidate]:
     """The 3-hop bridge from `title`'s passage on to a C with a fact (none when no link qualifies)."""
     lead = corpus.lead(title)
     passage = corpus.by_id[lead.passage_id]
-    hop = _next_hop(corpus, passage, [seed_passage.title, title], rng, need_fact=True, ties=ties)
+    hop = _next_hop(corpus, passage, [seed_passage.title, title], rng, need_fact=True, rules=rules)
     if hop is None or MAX_HOPS <= 2:
         return []
     last = corpus.lead(hop[0])
     return [bridge(seed_passage, [seed_passage.title, title, hop[0]], [desc, hop[1]],
-                   [seed_passage, passage, corpus.by_id[last.passage_id]], _facts(last, ties), rng, where)]
+                   [seed_passage, passage, corpus.by_id[last.passage_id]], _facts(last, rules), rng, where)]
 
 
 def pair_comparisons(corpus: Corpus, seed_passage: Passage, options: list[tuple[str, str]],
