@@ -16,7 +16,7 @@ from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.facts import read_lead as read_first_two
 from helpers.multihop.more_facts import with_more
 
-from fixtures.multihop_corpus import BAND, FESTIVAL, POET, with_distractors
+from fixtures.multihop_corpus import BAND, FESTIVAL, POET, held_out_data_dir, with_distractors
 
 GALA = ("The Westmere Screen Gala is an annual television award in Calderbridge. Its 1990 prize went to "
         "Harbour Nights, and its host that year read from The Lantern Keeper. The winners' album Tidewater Road "
@@ -169,17 +169,8 @@ def test_the_third_set_does_not_change_the_first_two_sets_questions(corpus):
 # ------------------------------------------------------------------ the split
 
 
-def _data_dir(tmp_path):
-    out = tmp_path / "data"
-    out.mkdir()
-    held = {"id": "v1", "question": "who wrote the iliad", "golden_answers": ["Homer"], "metadata": {}}
-    for split in ("validation", "test"):
-        (out / f"{split}.jsonl").write_text(json.dumps(held) + "\n")
-    return out
-
-
 def test_the_third_set_joins_the_split_last_and_moves_no_earlier_row(tmp_path, corpus, monkeypatch):
-    out = _data_dir(tmp_path)
+    out = held_out_data_dir(tmp_path)
     candidates = build.all_candidates(corpus, out, written_path=tmp_path / "none.jsonl", show_progress=False)
     marks = [("more" if c.get("more") else "ties" if c.get("ties") else "first") for c in candidates]
     assert marks == sorted(marks, key=["first", "ties", "more"].index) and "more" in marks

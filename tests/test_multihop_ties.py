@@ -14,7 +14,7 @@ from helpers.multihop import build, questions
 from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.facts import read_lead
 
-from fixtures.multihop_corpus import BAND, FESTIVAL, POET, with_distractors
+from fixtures.multihop_corpus import BAND, FESTIVAL, POET, held_out_data_dir, with_distractors
 
 REGATTA = ("The Ferrow Regatta is an annual boat race that finishes in Calderbridge. The Tinmoor Players play at "
            "its prize-giving, where Dorrie Vane once appeared.")
@@ -109,17 +109,8 @@ def test_ties_do_not_change_the_first_sets_questions(corpus):
 # ------------------------------------------------------------------ the split
 
 
-def _data_dir(tmp_path):
-    out = tmp_path / "data"
-    out.mkdir()
-    held = {"id": "v1", "question": "who wrote the iliad", "golden_answers": ["Homer"], "metadata": {}}
-    for split in ("validation", "test"):
-        (out / f"{split}.jsonl").write_text(json.dumps(held) + "\n")
-    return out
-
-
 def test_ties_join_the_split_after_the_first_set_and_the_written(tmp_path, corpus, monkeypatch):
-    out = _data_dir(tmp_path)
+    out = held_out_data_dir(tmp_path)
     first = build.generate_candidates(corpus, tmp_path / "first.jsonl", show_progress=False)
     written = dict(first[0], id="mh-written", writer="qwen2.5-0.5b")
     (tmp_path / "written.jsonl").write_text(json.dumps(written) + "\n")
