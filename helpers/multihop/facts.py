@@ -291,7 +291,7 @@ def _tie_name(value: str) -> str | None:
 
 def tie_facts(text: str, phrase: str | None) -> dict[str, str]:
     """Facts that tie the subject to another name or date (relation -> value), each stated once;
-    `phrase` is the lead's description."""
+    `phrase` is what the passage says its subject is (the noun phrase after "is a")."""
     found: dict[str, set[str]] = {}
 
     def add(relation: str, *parts: str | None) -> None:

@@ -124,8 +124,9 @@ def lifespan(text: str, phrase: str | None) -> dict[str, str]:
 
 
 def more_facts(text: str, phrase: str | None, known: set[str] = frozenset()) -> dict[str, str]:
-    """The third set's facts of a lead (relation -> value), each stated once, none of the
-    relations in `known` (what the first two sets read); `phrase` is the lead's description."""
+    """Facts of a lead passage in the forms above (relation -> value), each stated once, none of the
+    relations in `known` (those already read for this subject); `phrase` is what the passage says its
+    subject is (the noun phrase after "is a")."""
     found: dict[str, set[str]] = {}
     if phrase and _CUT.search(phrase.split()[-1]):
         return {}
