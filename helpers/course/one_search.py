@@ -19,18 +19,14 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from helpers.analyse import COLUMN_INCHES, OTHER_COLOURS
+from helpers.evidence import gold_passage_ids
 from helpers.multihop.verify import BM25_TOP_K, needs_second_search
-
-
-def gold_ids(row: Mapping[str, Any]) -> list[str]:
-    """A data row's gold passage ids (chain order for a synthetic question)."""
-    return list((row.get("metadata") or {}).get("gold_passage_ids") or [])
 
 
 def settled_by_one_search(row: Mapping[str, Any], index, k: int = BM25_TOP_K) -> bool:
     """True when the raw question's top k holds every gold passage of the row. A row without gold
     passages cannot be judged and is an error: it says nothing about what one search finds."""
-    gold = gold_ids(row)
+    gold = gold_passage_ids(row)
     if not gold:
         raise ValueError(f"row {row.get('id')!r} has no gold passage ids in its metadata: nothing to compare "
                          "the search with (load rows with helpers.data.load_rows, which keeps the metadata)")
@@ -43,7 +39,7 @@ def one_search_shares(rows_by_source: Mapping[str, Sequence[Mapping[str, Any]]],
     without gold passages are left out and counted (`unjudged`)."""
     shares = {}
     for source, rows in rows_by_source.items():
-        judged = [row for row in rows if gold_ids(row)]
+        judged = [row for row in rows if gold_passage_ids(row)]
         settled = sum(settled_by_one_search(row, index, k) for row in judged)
         shares[source] = {"n": len(judged), "settled": settled, "share": settled / len(judged) if judged else 0.0,
                           "unjudged": len(rows) - len(judged)}
