@@ -387,3 +387,60 @@ def test_watch_memory_samples_the_hosts_memory_until_its_script_ends(tmp_path):
         assert time_of_day.count(":") == 2 and int(used) > 0 and int(available) > 0
         assert int(processes) >= 1 and int(rss) > 0  # the sleeping python3 at least
     assert not (results / "gpu_memory.csv").exists()  # no nvidia-smi on this PATH: no GPU file
+
+
+def _bundle(tmp_path, pieces: dict[str, bytes], arrived: dict[str, bytes]):
+    """A bundle folder as bundle.sh lays it out there: the pieces' checksums, and the pieces that came."""
+    import hashlib
+
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "pieces.sha256").write_text(
+        "".join(f"{hashlib.sha256(data).hexdigest()}  {name}\n" for name, data in pieces.items()))
+    for name, data in arrived.items():
+        (bundle / name).write_bytes(data)
+    return bundle
+
+
+def _setup(tmp_path, bundle):
+    """setup_window with a Python that records whether the set-up ran."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/bash\necho "$*" >> "{tmp_path}/calls.txt"\n')
+    python.chmod(0o755)
+    results = tmp_path / "results"
+    done = subprocess.run(["bash", "-c", f'source "{GPU}/common.sh"; setup_window'], capture_output=True, text=True,
+                          timeout=30, env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "BUNDLE": str(bundle),
+                                           "RESULTS": str(results)})
+    calls = (tmp_path / "calls.txt").read_text() if (tmp_path / "calls.txt").exists() else ""
+    return done, (results / "window.log").read_text(), calls
+
+
+def test_setup_names_the_pieces_that_did_not_arrive_and_their_folders_before_joining_anything(tmp_path):
+    pieces = {f"q.{i:02d}": bytes([i]) * 100 for i in range(4)}
+    arrived = {"q.00": pieces["q.00"], "q.02": b"cut short"}  # q.01 and q.03 never came, q.02 is damaged
+    done, log, calls = _setup(tmp_path, _bundle(tmp_path, pieces, arrived))
+    assert done.returncode == 1 and "setup failed" in log
+    assert "q.01 q.02 q.03" in log and ".device/c02 .device/c03 .device/c04" in log
+    assert calls == "" and not (tmp_path / "b" / "q.gguf").exists()  # nothing joined or provisioned
+
+
+def test_setup_joins_the_pieces_when_every_one_arrived_whole(tmp_path):
+    pieces = {f"q.{i:02d}": bytes([i]) * 100 for i in range(3)}
+    done, log, calls = _setup(tmp_path, _bundle(tmp_path, pieces, pieces))
+    assert done.returncode == 0 and "setup done" in log and "missing" not in log
+    assert (tmp_path / "b" / "q.gguf").read_bytes() == b"".join(pieces.values())
+    assert "helpers setup" in calls
+
+
+def test_wait_and_pack_returns_at_once_when_the_set_up_failed(tmp_path):
+    import time
+
+    results, out = tmp_path / "results", tmp_path / "out"
+    results.mkdir()
+    out.mkdir()
+    (results / "window.log").write_text("09:00:02 start\n09:00:42 setup failed\n")
+    start = time.monotonic()
+    done = subprocess.run(["bash", str(GPU / "wait_and_pack.sh"), "20"], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "RESULTS": str(results), "OUT": str(out)})
+    assert done.returncode == 0 and "setup failed" in done.stdout
+    assert time.monotonic() - start < 10 and (out / "window.tgz").exists()

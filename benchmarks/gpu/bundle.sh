@@ -44,6 +44,10 @@ fi
 
 gguf=$("$PY" -c "from helpers import models; print(models.assemble_gguf('qwen2.5-0.5b'))")
 split -b "${PIECE_MB}M" -d -a 2 "$gguf" .device/q.
+# the pieces' names and checksums travel with the last piece, so the set-up there can say which
+# piece did not arrive (a transfer refused for size leaves a gap that would otherwise surface as a
+# bad GGUF minutes later)
+(cd .device && sha256sum q.* > extra/pieces.sha256)
 i=1
 for piece in .device/q.*; do
   dir=$(printf ".device/c%02d" "$i"); mkdir -p "$dir"; mv "$piece" "$dir/"; i=$((i + 1))

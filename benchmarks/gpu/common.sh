@@ -18,6 +18,19 @@ export COURSE_ENGINE_NON_FINITE_DIR=${COURSE_ENGINE_NON_FINITE_DIR-/root/non_fin
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 log() { echo "$(date -u +%T) $*" | tee -a "$R/window.log"; }
 
+check_pieces() {  # every GGUF piece bundle.sh listed is in $B, whole; else the missing ones and their folders
+  [ -f "$B/pieces.sha256" ] || return 0
+  [ -f "$B/q.gguf" ] && return 0  # joined and checked by an earlier script on this machine
+  local missing
+  # sha256sum names each absent or changed piece: "q.03: FAILED open or read", "q.04: FAILED"
+  missing=$(cd "$B" && sha256sum -c --quiet pieces.sha256 2>/dev/null | sed -n 's/^\(q\.[0-9]*\): .*/\1/p')
+  [ -z "$missing" ] && return 0
+  # piece q.NN travels in .device/c(NN+1)
+  echo "$(date -u +%T) pieces missing or damaged: $(echo $missing) (copy again:$(for q in $missing; do
+    printf ' .device/c%02d' $((10#${q#q.} + 1)); done))" | tee -a "$R/window.log"
+  return 1
+}
+
 setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, data, index, synthetic split
   if [ -d "$B/whl" ]; then
     # once a machine: a second script (after.sh) must not reinstall under the first one's running processes
@@ -27,6 +40,7 @@ setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, dat
     fi
     export PYTHONPATH=/tmp/site:$PWD
   fi
+  check_pieces || { log "setup failed"; exit 1; }
   if ls "$B"/q.* >/dev/null 2>&1 && [ ! -f "$B/q.gguf" ]; then
     cat $(ls "$B"/q.[0-9]* | sort) > "$B/q.gguf"
     "$PY" -c "from helpers import models; models.provision('$MODEL', gguf_path='$B/q.gguf')" >>"$R/setup.log" 2>&1
