@@ -121,6 +121,27 @@ def test_the_command_pairs_each_policy_with_the_named_one_on_the_same_questions(
         main([f"exact={exact}", "--paired-with", "exact"])
 
 
+def test_the_command_pairs_a_split_the_rule_cannot_read_by_its_own_source(tmp_path, capsys):
+    """Rows of one other source (the fullwiki split's `hotpotqa_fullwiki`): the second-search columns in
+    place of the rule's verdicts, and the paired table on that source."""
+    import json
+
+    rows = Path(__file__).resolve().parents[1] / "results" / "h200_again" / "seeds" / "eval"
+    paths = {}
+    for label, name in (("exact", "seed1_exact.jsonl"), ("trim", "seed1_trim.jsonl")):
+        wiki = [{**r, "data_source": "hotpotqa_fullwiki"} for r in read_jsonl(rows / name) if r["data_source"] == "hotpotqa"]
+        paths[label] = tmp_path / f"{label}.jsonl"
+        paths[label].write_text("".join(json.dumps(r) + "\n" for r in wiki))
+    main([f"exact={paths['exact']}", f"trim={paths['trim']}", "--paired-with", "exact"])
+    printed = capsys.readouterr().out
+    assert "rule" not in printed.splitlines()[0] and "EM if searched again" in printed
+    gains = added_search_gain(read_jsonl(paths["exact"]), read_jsonl(paths["trim"]))["hotpotqa_fullwiki"]
+    paired = printed.split("\n\n")[-1]  # the paired table, printed after the second-search columns
+    line = next(line for line in paired.splitlines() if line.startswith("| trim | hotpotqa_fullwiki |"))
+    assert gains["added"] > 0 and line.split(" | ")[2:5] == [
+        f"{gains['added']} of {gains['questions']}", str(gains["right_before"]), str(gains["right_after"])]
+
+
 def test_an_evaluation_without_one_source_is_named_not_a_crash():
     hotpot_only = {"hotpotqa": table(0.5, 0.0)["hotpotqa"], "all": {"em_strict": 0.3}}
     assert rule_failures(hotpot_only) == ["no nq questions in the evaluation"]

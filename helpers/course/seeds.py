@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from helpers.analyse import COLUMN_INCHES, OTHER_COLOURS, Table as Cells, search_learned_table
+from helpers.analyse import (COLUMN_INCHES, OTHER_COLOURS, SECOND_SEARCH_COLUMNS, Table as Cells, format_search_learned,
+                             search_learned_table)
 from helpers.course.policies import AGAIN_RUN
 from helpers.course.recorded import eval_rows
 
@@ -240,13 +241,19 @@ def main(argv=None) -> None:
         parser.error(f"--paired-with names one of the runs and needs another beside it: got {args.paired_with!r} "
                      f"with runs {sorted(rows)}")
     search = create_search_client("local")
-    print(verdict_table({label: search_learned_table(r, search) for label, r in rows.items()}))
+    tables = {label: search_learned_table(r, search) for label, r in rows.items()}
+    sources = {str(row.get("data_source")) for r in rows.values() for row in r}
+    rule_sources = ("hotpotqa", "nq")
+    if set(rule_sources) <= sources:
+        print(verdict_table(tables))
+    else:  # the rule sets HotpotQA's questions against NQ's; another split (fullwiki) gets its second-search columns
+        print(format_search_learned(tables, SECOND_SEARCH_COLUMNS))
     if args.paired_with is not None:
         reference = rows[args.paired_with]
         gains = {label: added_search_gain(reference, r) for label, r in rows.items() if label != args.paired_with}
         print()
-        print(added_search_table(gains, key="policy", before=args.paired_with, after="the policy",
-                                 summed="policies summed"))
+        print(added_search_table(gains, sources=[s for s in rule_sources if s in sources] + sorted(sources - set(rule_sources)),
+                                 key="policy", before=args.paired_with, after="the policy", summed="policies summed"))
 
 
 if __name__ == "__main__":
