@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from helpers.multihop.facts import Lead, clean_title, read_lead
+from helpers.multihop.kin_place import with_kin_place
 from helpers.multihop.more_facts import with_more
 from helpers.search.local import Passage, split_contents
 
@@ -68,7 +69,8 @@ class Corpus:
         # the entity's profile: its first lead passage (in id order) with a description
         self.leads: dict[str, Lead] = {}
         for passage in sorted(passages, key=lambda p: p.id):
-            lead = with_more(read_lead(passage.id, passage.title, passage.text), passage.text)
+            lead = with_kin_place(with_more(read_lead(passage.id, passage.title, passage.text), passage.text),
+                                  passage.text)
             if lead is None:
                 continue
             known = self.leads.get(passage.title)

@@ -132,6 +132,7 @@ class Lead:
     facts: dict[str, str] = field(default_factory=dict)  # relation -> year or name
     ties: dict[str, str] = field(default_factory=dict)  # the second set's facts (``tie_facts``)
     more: dict[str, str] = field(default_factory=dict)  # the third set's (``more_facts.with_more``)
+    kin_place: dict[str, str] = field(default_factory=dict)  # the fourth set's (``kin_place.with_kin_place``)
 
 
 def clean_title(title: str) -> str:

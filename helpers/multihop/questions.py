@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from helpers.multihop.chains import Corpus, Passage, distinct
+from helpers.multihop import kin_place
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
 from helpers.multihop.more_facts import CREDITS, EVENTS, POPULATION, TEMPLATES
 
@@ -124,6 +125,9 @@ def bridge_template(relation: str, choose: Callable[[Sequence[str]], str] = oper
         return choose(MAKER_TEMPLATES).replace("{v}", CREDITS[relation])
     if relation in EVENTS:
         return choose(BRIDGE_TEMPLATES["event"]).replace("{v}", EVENTS[relation])
+    # the fourth set's (``kin_place``): a population, the place a city is the largest city or seat of, a parent
+    if (template := kin_place.template(relation, choose)) is not None:
+        return template
     return choose(BRIDGE_TEMPLATES[_template_key(relation)]).replace("{v}", RELATIONS[relation][0])
 
 
@@ -153,7 +157,8 @@ def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
 
 
 def _facts(lead, rules: str) -> dict[str, str]:
-    """The facts a pass asks about: the ``Lead`` field of its set of rules ("facts", "ties", "more")."""
+    """The facts a pass asks about: the ``Lead`` field of its set of rules ("facts", "ties", "more",
+    "kin_place")."""
     return getattr(lead, rules)
 
 
@@ -225,6 +230,11 @@ def ties_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Can
 def more_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
     """Bridge questions about the third set of rules' facts (``Lead.more``, ``more_facts``)."""
     return _later_set_from_seed(corpus, seed_passage, seed, "more")
+
+
+def kin_place_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
+    """Bridge questions about the fourth set of rules' facts (``Lead.kin_place``, ``kin_place``)."""
+    return _later_set_from_seed(corpus, seed_passage, seed, "kin_place")
 
 
 def _later_set_from_seed(corpus: Corpus, seed_passage: Passage, seed: int, rules: str) -> list[Candidate]:
