@@ -84,6 +84,7 @@ def test_the_fourth_rules_read_a_fact_of_the_passages_subject(title, text, facts
     # a population that belongs to another subject, or is no single count
     ("Kelso", "Kelso is a town in Fenwick County, which has a population of 40,210.", "population"),
     ("Kelso", "Kelso is a town near Brill. Brill has a population of 9,000 and a market.", "population"),
+    ("Kelso", "Kelso is a village in Brill, a district with a population of 9,000.", "population"),
     ("Philadelphia", "Philadelphia is the largest city in the Commonwealth of Pennsylvania. The Delaware Valley's "
                      "population of 7,206,807 ranks it as the eighth-largest metropolitan area.", "population"),
     ("Dakar", "Dakar is the capital and largest city of Senegal. The city proper has a population of 1,030,594, "
@@ -146,7 +147,7 @@ def test_the_fourth_set_makes_bridge_questions_through_the_chain(corpus):
 
 
 @pytest.mark.parametrize("relation, phrase", [
-    ("population", "population of"), ("largest_city_of", "largest city"), ("seat_of_county", "seat of which county"),
+    ("population", "population of"), ("largest_city_of", "the largest city"), ("seat_of_county", "seat of which county"),
     ("seat_of_municipality", "seat of which municipality"), ("son_of", "son"), ("daughter_of", "daughter"),
 ])
 def test_each_new_relation_has_its_own_wording(relation, phrase):

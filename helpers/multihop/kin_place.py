@@ -41,7 +41,8 @@ PARENT = ("son_of", "daughter_of")
 TEMPLATES: dict[str, tuple[str, ...]] = {
     POPULATION: ("What is the population of {e}, according to its own Wikipedia passage?",
                  "How many people live in {e}, according to its own Wikipedia passage?"),
-    LARGEST_CITY: ("{e} is the largest city of which place?", "Which place has {e} as its largest city?"),
+    LARGEST_CITY: ("In which country or region is {e} the largest city?",
+                   "{e} is the largest city of which country or region? Answer with the country or region, not the city."),
     SEAT_OF: ("{e} is the seat of which {u}?", "Which {u} has {e} as its seat?"),
     "son_of": ("Whose son is {e}?", "{e} is the son of whom?"),
     "daughter_of": ("Whose daughter is {e}?", "{e} is the daughter of whom?"),
@@ -159,6 +160,8 @@ def population(text: str, title: str, phrase: str) -> tuple[str, str] | None:
         before = sentence[:has.start()]
         if re.search(r"\b(?:which|whose|where|that|who)\b|'s\b|’s\b", before):
             return None  # "..., which has a population of ...": another noun's
+        if re.search(r",\s+(?:a|an|the)\s+[a-z][^,]*$", before):
+            return None  # "... in Y, a district with a population of ...": the apposition's
         if i == 0 or re.match(rf"^(?:{'|'.join(subjects + ['It'])})\s", sentence):
             return POPULATION, has.groups()[-1]
         # "With an estimated population of 264,488 in 2016, Fort Wayne is ..."
