@@ -16,7 +16,7 @@ from helpers.multihop.facts import read_lead as read_first_two
 from helpers.multihop.kin_place import with_kin_place
 from helpers.multihop.more_facts import with_more
 
-from fixtures.multihop_corpus import BAND, FESTIVAL, POET, held_out_data_dir, with_distractors
+from fixtures.multihop_corpus import BAND, FESTIVAL, POET, SCULPTOR, held_out_data_dir, with_distractors
 
 REGATTA = ("The Tidewater Regatta is an annual sailing race off the Welsh coast. Its 1990 race started at "
            "Calder Bay, was won by Rhys Morgan, and ended in Merrow Harbour.")
@@ -25,8 +25,6 @@ TOWN = ("Calder Bay is a town in and the county seat of Wenlock County, in the s
 CITY = "Merrow Harbour is the capital and largest city in Eastmark. It lies at the mouth of the Merrow."
 SAILOR = ("Rhys Morgan (born 1961) is a Welsh yachtsman. He is the son of former Olympic rower Huw Morgan. "
           "Morgan Sailing School was named after him.")
-SCULPTOR = ("Maria Delacroix-Hunt (born 1931) is a Welsh sculptor. Her best-known work is Tide Stone Circle, "
-            "on the cliffs above the town.")
 
 
 def _rows() -> list[dict]:

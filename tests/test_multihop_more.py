@@ -16,7 +16,7 @@ from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.facts import read_lead as read_first_two
 from helpers.multihop.more_facts import with_more
 
-from fixtures.multihop_corpus import BAND, FESTIVAL, POET, held_out_data_dir, with_distractors
+from fixtures.multihop_corpus import BAND, FESTIVAL, POET, SCULPTOR, held_out_data_dir, with_distractors
 
 GALA = ("The Westmere Screen Gala is an annual television award in Calderbridge. Its 1990 prize went to "
         "Harbour Nights, and its host that year read from The Lantern Keeper. The winners' album Tidewater Road "
@@ -26,8 +26,6 @@ SERIES = ("Harbour Nights is an American sitcom that aired on CBS from September
 NOVEL = "The Lantern Keeper is a novel by Welsh writer Eluned Moss. It was first published in 1961."
 ALBUM = ("Tidewater Road is the second studio album by Welsh folk band Tinmoor, released on May 3, 2005, through "
          "Island Records. Produced by Gil Norton, it sold widely.")
-SCULPTOR = ("Maria Delacroix-Hunt (born 1931) is a Welsh sculptor. Her best-known work is Tide Stone Circle, "
-            "on the cliffs above the town.")
 
 
 def _rows() -> list[dict]:

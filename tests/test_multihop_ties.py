@@ -14,15 +14,13 @@ from helpers.multihop import build, questions
 from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.facts import read_lead
 
-from fixtures.multihop_corpus import BAND, FESTIVAL, POET, held_out_data_dir, with_distractors
+from fixtures.multihop_corpus import BAND, FESTIVAL, POET, SCULPTOR, held_out_data_dir, with_distractors
 
 REGATTA = ("The Ferrow Regatta is an annual boat race that finishes in Calderbridge. The Tinmoor Players play at "
            "its prize-giving, where Dorrie Vane once appeared.")
 CITY = "Calderbridge is the capital and largest city of Westmere. It lies on the river Ferrow."
 CHARACTER = "Dorrie Vane is a fictional character, played by Ada Quill, in the radio serial Harbour Days."
 PLAYERS = "The Tinmoor Players are a Welsh folk band from Aberfenn. They formed at a harvest fair."
-SCULPTOR = ("Maria Delacroix-Hunt (born 1931) is a Welsh sculptor. Her best-known work is Tide Stone Circle, "
-            "on the cliffs above the town.")
 
 
 def _rows() -> list[dict]:

@@ -1,5 +1,6 @@
-"""A fourth set of rules: a place's population, the place it is the largest city or the seat of, and a
-person's parent, read where the lead says them of its own subject.
+"""Facts that tie a passage's subject to a count or another name: a place's population, the place it
+is the largest city or the seat of, and a person's parent, read where the passage's opening sentences
+state them of the passage's own subject.
 
 - a **population** stated as a count without a census: "It has a population of 23,620", "The city
   proper has a population of 388,072, making it ...", "Castleford ... with a population of 40,210";
@@ -11,17 +12,17 @@ person's parent, read where the lead says them of its own subject.
 - a person's **parent**, one name: "He is the son of former NBA player Rick Barry", "Icarus is the son
   of the master craftsman Daedalus".
 
-The hard part is whose fact it is. A lead's later sentences talk about other things too: "The Delaware
+The hard part is whose fact it is. A passage's later sentences talk about other things too: "The Delaware
 Valley's population of 7.2 million ...", "... Burlington, the county seat of Chittenden County" in the
 passage about a courthouse, "Lear wrote the poem for Janet Symonds, the daughter of ...". So a fact is
 read only from a sentence whose grammatical subject is the passage's: the first sentence's main verb
 ("<subject> is ..."), or a later sentence that opens with "It", "He", "She", the subject's name, or
 "The city/town/..." that its description names. And a fact is a single value: no "son of Frank
-Sinatra and Nancy Sinatra", no lead that gives two populations (a city's and its metropolitan area's),
+Sinatra and Nancy Sinatra", no passage that gives two populations (a city's and its metropolitan area's),
 no count hedged by "about" or rounded to "1.5 million", and a name ends where a sentence or a name
 ends ("... the seat of Racine County. The city ..." gives "Racine County", never "Racine County. The").
 
-Each relation is read only where the earlier sets read nothing for it, and only for a subject of the
+Each relation is read only where `facts` and `more_facts` read nothing for it, and only for a subject of the
 right kind (a place for population, largest city and seat; not a place for a parent). Questions about
 these facts are made in a pass of their own (``Lead.kin_place``, ``questions.kin_place_from_seed``).
 """
@@ -135,7 +136,7 @@ def _later_verb(sentence: str, openers: list[str]) -> str | None:
 
 
 def population(text: str, title: str, phrase: str) -> tuple[str, str] | None:
-    """(relation, count) for the one population count the lead gives its subject, or None: relation
+    """(relation, count) for the one population count the opening sentences give the subject, or None: relation
     "population_<year>" where the sentence names its census ("As of the 2010 census, the population was
     43,742"), else "population"."""
     lead = sentences(text, LEAD_SENTENCES)
@@ -173,8 +174,9 @@ def population(text: str, title: str, phrase: str) -> tuple[str, str] | None:
 
 def kin_place_facts(text: str, title: str, phrase: str | None, known: set[str] = frozenset(),
                     known_values: set[str] = frozenset()) -> dict[str, str]:
-    """The facts above for the lead `text` of `title` (relation -> value), each stated once and none
-    of the relations in `known` nor a value in `known_values` (what the earlier sets read); `phrase`
+    """The facts above for the opening sentences `text` of `title` (relation -> value), each stated once
+    and none of the relations in `known` nor a value in `known_values` (what `facts` and `more_facts`
+    read); `phrase`
     is what the passage says its subject is (the noun phrase after "is a")."""
     if not phrase:
         return {}
