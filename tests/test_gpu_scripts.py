@@ -187,7 +187,8 @@ def _trim_variants(tmp_path, **env):
     # an evaluation leaves its rows where the script looks for them, as helpers.experiment does
     python.write_text('#!/bin/bash\nprintf "RECOMPUTE=%%s %%s\\n" "$COURSE_ENGINE_RECOMPUTE" "$*" >> "%s"\n'
                       'case "$*" in *"--stage eval"*) out=$(sed -E "s/.*--out ([^ ]+).*/\\1/" <<<"$*")\n'
-                      '  mkdir -p "$out/eval" && touch "$out/eval/sft_grpo.jsonl" ;; esac\n' % calls)
+                      '  mkdir -p "$out/eval" && touch "$out/eval/sft_grpo.jsonl" ;;\n'
+                      '  "-m helpers.eval "*) touch "$(sed -E "s/.*--output ([^ ]+).*/\\1/" <<<"$*")" ;; esac\n' % calls)
     python.chmod(0o755)
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "RESULTS": str(tmp_path / "results"),
@@ -225,6 +226,27 @@ def test_trim_variants_pairs_every_policy_with_init_on_both_splits_when_init_has
     test, val = verdicts(_trim_variants(tmp_path / "test_only", VARIANTS="base-k2", SEEDS="1", INIT_EVAL=str(init_test)))
     assert test[-2:] == ["--paired-with", "init"]
     assert [item.split("=")[0] for item in val] == ["base-k2_s1"]
+
+
+def test_trim_variants_adds_fullwiki_for_every_policy_and_init_once_paired_with_init(tmp_path):
+    lines = _trim_variants(tmp_path, VARIANTS="base-k2 tool4-k2", SEEDS="1 2", FULLWIKI="1", INIT_TOPK="2",
+                           INIT="x/adapter")
+    wiki = [c for c in lines if "--stage eval" in c and "eval.split=fullwiki" in c]
+    assert sorted(c.split("--out ")[1].split()[0].split("/")[-2] for c in wiki) == [
+        "base-k2_s1", "base-k2_s2", "tool4-k2_s1", "tool4-k2_s2"]
+    assert all("--set eval.search_topk=2" in c for c in wiki)  # as each policy searched in training
+    init = [c.split() for c in lines if c.startswith("RECOMPUTE=") and "-m helpers.eval " in c]
+    assert len(init) == 1  # INIT is evaluated once, not once a round
+    [args] = init
+    assert args[args.index("--model-path") + 1] == "x/adapter" and args[args.index("--split") + 1] == "fullwiki"
+    assert args[args.index("--search-topk") + 1] == "2"
+    verdicts = [c.split(" -m helpers.course.seeds ")[1].split() for c in lines if "helpers.course.seeds" in c]
+    last = verdicts[-1]  # the second round's fullwiki verdicts: INIT first, all four policies, paired
+    assert last[0].startswith("init=") and last[0].endswith("/init/fullwiki.jsonl")
+    assert len(last) == 1 + 4 + 2 and last[-2:] == ["--paired-with", "init"]
+    assert all(item.endswith("/fullwiki/eval/sft_grpo.jsonl") for item in last[1:5])
+    # without FULLWIKI, two evaluations a policy and no fullwiki anywhere
+    assert not any("fullwiki" in c for c in _trim_variants(tmp_path / "off", VARIANTS="base-k2", SEEDS="1"))
 
 
 def test_trim_variants_trains_and_evaluates_exact5_with_five_passages_and_budgets_to_fit(tmp_path):

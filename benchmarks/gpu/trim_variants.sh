@@ -26,10 +26,12 @@
 # (each policy against the search-again rule, `helpers.course.seeds`) put INIT's test rows (INIT_EVAL)
 # first, and its validation rows (INIT_VAL_EVAL, when given) first in the validation verdicts, so a window
 # cut short still has its tables; each policy's added second searches are paired with INIT's on the same
-# questions.
+# questions. FULLWIKI=1 adds a third evaluation of every policy, on the fullwiki split (458 HotpotQA
+# questions: nine times validation's 50, for whether the added second searches pay), and evaluates INIT
+# there once (with INIT_TOPK passages a search, as it was trained), paired the same way.
 #   setsid nohup bash benchmarks/gpu/trim_variants.sh >/root/window.out 2>&1 </dev/null &
 #   PRESET=cpu-dry-again MODEL=smollm2-135m STAGE_MIN=0.3 INIT=<state> RESULTS=/tmp/r WORK=/tmp/w \
-#     BUNDLE=/nonexistent bash benchmarks/gpu/trim_variants.sh   # on a CPU
+#     BUNDLE=/nonexistent [FULLWIKI=1 LIMIT=2] bash benchmarks/gpu/trim_variants.sh   # on a CPU
 set -u
 PRESET=${PRESET:-h200_again}
 INIT=${INIT:-results/h200_replicas/again_s3_exact/adapter}
@@ -44,6 +46,9 @@ CAP=${CAP:-0.3}
 # recomputed in backward: the same gradient, less arithmetic, smaller micro-batches); the report's
 # trainer tokens a second set them against the other rounds
 KEEP_ACTIVATIONS_SEEDS=${KEEP_ACTIVATIONS_SEEDS-1}  # empty: every seed recomputes
+FULLWIKI=${FULLWIKI:-0}
+INIT_TOPK=${INIT_TOPK:-3}  # the passages a search INIT was trained with (its fullwiki evaluation uses them)
+LIMIT=${LIMIT:-}  # questions of INIT's fullwiki evaluation (empty: all; a CPU dry run sets a few)
 source "$(dirname "$0")/common.sh"
 
 variant_topk() {  # the passages a variant searches with (exactK, NAME-kK); nothing for the recorded 3
@@ -116,22 +121,33 @@ for round in $SEEDS; do
       while IFS= read -r item; do [ -n "$item" ] && eargs+=(--set "$item"); done < <(eval_args "$variant")
       ( COURSE_CUDA_MEMORY_FRACTION=$CAP eval_run "$name" "${eargs[@]}"
         COURSE_CUDA_MEMORY_FRACTION=$CAP experiment "val_$name" --out "$R/$name/validation" --work "$WORK/$name" \
-          --stage eval --only sft_grpo --set eval.split=validation "${eargs[@]}" ) & pids+=($!)
+          --stage eval --only sft_grpo --set eval.split=validation "${eargs[@]}"
+        [ "$FULLWIKI" = 1 ] && COURSE_CUDA_MEMORY_FRACTION=$CAP experiment "wiki_$name" --out "$R/$name/fullwiki" \
+          --work "$WORK/$name" --stage eval --only sft_grpo --set eval.split=fullwiki "${eargs[@]}" ) & pids+=($!)
     done
   done
+  if [ "$FULLWIKI" = 1 ] && [ ! -f "$R/init/fullwiki.jsonl" ]; then  # once, beside the first round's evaluations
+    mkdir -p "$R/init"
+    ( COURSE_CUDA_MEMORY_FRACTION=$CAP eval_adapter "$INIT" "$INIT_TOPK" fullwiki init "$R/init/fullwiki.jsonl" \
+        ${LIMIT:+--limit "$LIMIT"} >"$R/init_fullwiki.log" 2>&1
+      log "init fullwiki exited $?" ) & pids+=($!)
+  fi
   wait "${pids[@]}"
-  evals=() chosen=()
+  evals=() chosen=() wiki=()
   [ -f "$INIT_EVAL" ] && evals+=("init=$INIT_EVAL")
   [ -n "$INIT_VAL_EVAL" ] && [ -f "$INIT_VAL_EVAL" ] && chosen+=("init=$INIT_VAL_EVAL")
+  [ -f "$R/init/fullwiki.jsonl" ] && wiki+=("init=$R/init/fullwiki.jsonl")
   for run in "$R"/*_s[0-9]*/eval/sft_grpo.jsonl; do
     name=$(basename "$(dirname "$(dirname "$run")")")
     evals+=("$name=$run")
     [ -f "$R/$name/validation/eval/sft_grpo.jsonl" ] && chosen+=("$name=$R/$name/validation/eval/sft_grpo.jsonl")
+    [ -f "$R/$name/fullwiki/eval/sft_grpo.jsonl" ] && wiki+=("$name=$R/$name/fullwiki/eval/sft_grpo.jsonl")
   done
   "$PY" -m helpers.analyse --search-learned "${evals[@]}" >"$R/tables.md" 2>"$R/tables.log"
   log "round s$round tables: status $?"
   { echo "test split"; "$PY" -m helpers.course.seeds "${evals[@]}" $(paired "${evals[@]}")
     [ ${#chosen[@]} -gt 0 ] && echo && echo "validation split" && "$PY" -m helpers.course.seeds "${chosen[@]}" $(paired "${chosen[@]}")
+    if [ ${#wiki[@]} -gt 0 ]; then echo; echo "fullwiki split"; "$PY" -m helpers.course.seeds "${wiki[@]}" $(paired "${wiki[@]}"); fi
   } >"$R/verdicts.md" 2>>"$R/tables.log"
   log "round s$round verdicts: status $?"
 done
