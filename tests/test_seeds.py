@@ -161,10 +161,14 @@ AFTER = [row("n2", "nq", 1, True), row("h3", "hotpotqa", 1, False), row("n1", "n
 
 def test_added_second_searches_pair_by_id_whatever_the_order():
     gain = added_search_gain(BEFORE, AFTER)
-    # h1 (wrong → right) and h2 (right → right) newly searched again; h3 went from 2 searches to 1
-    assert gain["hotpotqa"] == {"questions": 3, "added": 2, "right_before": 1, "right_after": 2, "em_change": 0.0}
-    assert gain["nq"] == {"questions": 2, "added": 1, "right_before": 1, "right_after": 0, "em_change": -0.5}
-    assert gain["all"] == {"questions": 5, "added": 3, "right_before": 2, "right_after": 2, "em_change": -0.2}
+    # h1 (wrong → right) and h2 (right → right) newly searched again; h3 went from 2 searches to 1 and
+    # from right to wrong: dropped
+    assert gain["hotpotqa"] == {"questions": 3, "added": 2, "right_before": 1, "right_after": 2, "dropped": 1,
+                                "dropped_right_before": 1, "dropped_right_after": 0, "em_change": 0.0}
+    assert gain["nq"] == {"questions": 2, "added": 1, "right_before": 1, "right_after": 0, "dropped": 0,
+                          "dropped_right_before": 0, "dropped_right_after": 0, "em_change": -0.5}
+    assert gain["all"] == {"questions": 5, "added": 3, "right_before": 2, "right_after": 2, "dropped": 1,
+                           "dropped_right_before": 1, "dropped_right_after": 0, "em_change": -0.2}
     assert added_search_gain(BEFORE[::-1], AFTER[::-1]) == gain
 
 
@@ -210,6 +214,9 @@ def test_the_gain_table_sums_the_seeds_last_per_source(gains):
     assert set(summed) == {"hotpotqa", "nq"}
     assert summed["hotpotqa"][3:5] == [str(sum(gains[s]["hotpotqa"][k] for s in SEEDS))
                                         for k in ("right_before", "right_after")]
+    assert summed["hotpotqa"][5:8] == [str(sum(gains[s]["hotpotqa"][k] for s in SEEDS))
+                                        for k in ("dropped", "dropped_right_before", "dropped_right_after")]
+    assert cells.header[5] == "second search dropped"
 
 
 def test_the_recorded_seeds_added_second_searches_did_not_pay(gains):

@@ -127,7 +127,9 @@ def added_search_gain(before_rows, after_rows) -> dict[str, dict[str, Any]]:
 
     Rows pair by "id" (an unpaired row is ignored). `questions`: the paired questions; `added`: those
     with ≥ 2 searches after and < 2 before; `right_before` / `right_after`: of the added, how many each
-    policy got right; `em_change`: strict EM after minus before over all the paired questions."""
+    policy got right; `dropped`, `dropped_right_before`, `dropped_right_after`: the same for the questions
+    the policy after stopped searching again on (a stage that trims searches shows itself there);
+    `em_change`: strict EM after minus before over all the paired questions."""
     before, after = _by_id(before_rows, "before"), _by_id(after_rows, "after")
     pairs = [(before[key], row) for key, row in after.items() if key in before]
     if not pairs:
@@ -146,8 +148,11 @@ def added_search_gain(before_rows, after_rows) -> dict[str, dict[str, Any]]:
     gains = {}
     for source, group in [*sorted(groups.items()), ("all", pairs)]:
         added = [(b, a) for b, a in group if searched(a) >= 2 > searched(b)]
+        dropped = [(b, a) for b, a in group if searched(b) >= 2 > searched(a)]
         gains[source] = {"questions": len(group), "added": len(added),
                          "right_before": sum(right(b) for b, _ in added), "right_after": sum(right(a) for _, a in added),
+                         "dropped": len(dropped), "dropped_right_before": sum(right(b) for b, _ in dropped),
+                         "dropped_right_after": sum(right(a) for _, a in dropped),
                          "em_change": sum(right(a) - right(b) for b, a in group) / len(group)}
     return gains
 
@@ -171,17 +176,21 @@ def added_search_table(gains: Mapping[Any, Mapping[str, Mapping[str, Any]]], sou
                        key: str = "seed", before: str = STAGE_LABELS[STAGES[0]],
                        after: str = STAGE_LABELS[STAGES[-1]], summed: str = "seeds summed") -> Cells:
     """Per seed (or any `key`: a policy's label) and source, the questions the later policy added a
-    second search on and the right answers among them before and after; all summed last. HTML in a
-    notebook, Markdown printed."""
+    second search on and the right answers among them before and after, the same for the questions it
+    dropped one on, and the EM change; all summed last. HTML in a notebook, Markdown printed."""
+    counts = ("questions", "added", "right_before", "right_after", "dropped", "dropped_right_before",
+              "dropped_right_after")
     rows = []
     for source in sources:
         seen = [(str(name), per[source]) for name, per in gains.items() if source in per]
-        total = {k: sum(g[k] for _, g in seen) for k in ("questions", "added", "right_before", "right_after")}
+        total = {k: sum(g.get(k, 0) for _, g in seen) for k in counts}
         total["em_change"] = sum(g["em_change"] * g["questions"] for _, g in seen) / max(total["questions"], 1)
         for name, g in [*seen, (summed, total)]:
             rows.append([name, source, f"{g['added']} of {g['questions']}", str(g["right_before"]),
-                         str(g["right_after"]), f"{100 * g['em_change']:+.1f}"])
+                         str(g["right_after"]), str(g.get("dropped", 0)), str(g.get("dropped_right_before", 0)),
+                         str(g.get("dropped_right_after", 0)), f"{100 * g['em_change']:+.1f}"])
     return Cells([key, "source", "second search added", f"right before ({before})", f"right after ({after})",
+                  "second search dropped", f"right before ({before})", f"right after ({after})",
                   "EM change over the source's questions (points)"], rows)
 
 
