@@ -512,6 +512,9 @@ for source in ("hotpotqa", "nq"):
 # it searched again, 0.27 where it stopped), was right on 4 of its 12 added HotpotQA questions before
 # `trim` and on 3 after: the rule's comparison passed while, on the same questions, the added search
 # gained nothing. Whether a second search pays is read this way, on the same questions before and after.
+# The table's "second search dropped" columns count the other direction, questions where the policy
+# before searched again and the one after stopped: none for any seed here, since `trim` only added. A
+# stage that trims needless searches shows up there instead.
 #
 # **Turning `trim`'s two levers.** Both suspects of the spread were then varied, each `trim` variant
 # trained from seed 3's exact-match policy in two runs (seeds 3 and 1) and evaluated on the test

@@ -183,12 +183,12 @@ def added_search_table(gains: Mapping[Any, Mapping[str, Mapping[str, Any]]], sou
     rows = []
     for source in sources:
         seen = [(str(name), per[source]) for name, per in gains.items() if source in per]
-        total = {k: sum(g.get(k, 0) for _, g in seen) for k in counts}
+        total = {k: sum(g[k] for _, g in seen) for k in counts}
         total["em_change"] = sum(g["em_change"] * g["questions"] for _, g in seen) / max(total["questions"], 1)
         for name, g in [*seen, (summed, total)]:
             rows.append([name, source, f"{g['added']} of {g['questions']}", str(g["right_before"]),
-                         str(g["right_after"]), str(g.get("dropped", 0)), str(g.get("dropped_right_before", 0)),
-                         str(g.get("dropped_right_after", 0)), f"{100 * g['em_change']:+.1f}"])
+                         str(g["right_after"]), str(g["dropped"]), str(g["dropped_right_before"]),
+                         str(g["dropped_right_after"]), f"{100 * g['em_change']:+.1f}"])
     return Cells([key, "source", "second search added", f"right before ({before})", f"right after ({after})",
                   "second search dropped", f"right before ({before})", f"right after ({after})",
                   "EM change over the source's questions (points)"], rows)
