@@ -13,10 +13,11 @@
 Bridge questions written by a model (``helpers/multihop/written.jsonl``, see
 ``helpers.multihop.written``) join the rule-made candidates after them and meet the same checks;
 then the questions about the second set of rules' facts (``questions.ties_from_seed``, generated
-into ``DATA_DIR/synthetic_ties.jsonl`` the same resumable way), and last the questions about the
-third set's facts (``questions.more_from_seed``, ``DATA_DIR/synthetic_more.jsonl``), then those about the
-fourth set's (``questions.kin_place_from_seed``, ``DATA_DIR/synthetic_kin_place.jsonl``), so that none
-moves an earlier question out of the repeat cap.
+into ``DATA_DIR/synthetic_ties.jsonl`` the same resumable way), the third set's
+(``questions.more_from_seed``, ``DATA_DIR/synthetic_more.jsonl``), the fourth set's
+(``questions.kin_place_from_seed``, ``DATA_DIR/synthetic_kin_place.jsonl``), and last the fifth set's
+(``questions.time_place_from_seed``, ``DATA_DIR/synthetic_time_place.jsonl``), so that none moves an
+earlier question out of the repeat cap.
 
 The solvers' verdicts come from ``helpers/multihop/verdicts.jsonl`` (written on a GPU by
 ``python -m helpers.multihop solve``); questions without a verdict are kept and marked
@@ -38,7 +39,8 @@ from helpers import config
 from helpers.data import load_rows
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus, passages_from_rows
-from helpers.multihop.questions import from_seed, kin_place_from_seed, more_from_seed, ties_from_seed
+from helpers.multihop.questions import (from_seed, kin_place_from_seed, more_from_seed, ties_from_seed,
+                                       time_place_from_seed)
 from helpers.multihop.written import WRITTEN_FILE, load_written
 from helpers.runs import read_jsonl, write_jsonl
 from helpers.search.local import LocalIndex, read_corpus
@@ -52,10 +54,12 @@ CANDIDATES_FILE = "synthetic_candidates.jsonl"
 TIES_FILE = "synthetic_ties.jsonl"
 MORE_FILE = "synthetic_more.jsonl"
 KIN_PLACE_FILE = "synthetic_kin_place.jsonl"
+TIME_PLACE_FILE = "synthetic_time_place.jsonl"
 REPORT_FILE = "synthetic_report.json"
 VERDICTS_FILE = Path(__file__).resolve().parent / "verdicts.jsonl"
 LICENSE = "CC BY-SA (derived from Wikipedia text)"
-RULE_MODULES = ("facts.py", "more_facts.py", "kin_place.py", "chains.py", "questions.py", "verify.py")
+RULE_MODULES = ("facts.py", "more_facts.py", "kin_place.py", "time_place.py", "chains.py", "questions.py",
+                "verify.py")
 
 
 class Interrupted(RuntimeError):
@@ -204,6 +208,7 @@ def to_row(candidate: dict, verdicts: dict[str, dict]) -> dict[str, Any]:
             **({"ties": True} if candidate.get("ties") else {}),
             **({"more": True} if candidate.get("more") else {}),
             **({"kin_place": True} if candidate.get("kin_place") else {}),
+            **({"time_place": True} if candidate.get("time_place") else {}),
         },
     }
 
@@ -237,14 +242,17 @@ def summarise(candidates: list[dict], results: list[dict[str, bool]], rows: list
         "more_kept": sum(bool(r["metadata"].get("more")) for r in rows),
         "kin_place_candidates": sum(bool(c.get("kin_place")) for c in candidates),
         "kin_place_kept": sum(bool(r["metadata"].get("kin_place")) for r in rows),
+        "time_place_candidates": sum(bool(c.get("time_place")) for c in candidates),
+        "time_place_kept": sum(bool(r["metadata"].get("time_place")) for r in rows),
     }
 
 
 def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: str | Path = WRITTEN_FILE,
                    show_progress: bool = True) -> list[dict]:
     """Every candidate in the order the split applies its repeat cap: the first set of rules', the
-    written ones, the second set's (marked ``ties``), the third set's (marked ``more``), then the
-    fourth set's (marked ``kin_place``); an id met earlier is not repeated."""
+    written ones, the second set's (marked ``ties``), the third set's (marked ``more``), the fourth
+    set's (marked ``kin_place``), then the fifth set's (marked ``time_place``); an id met earlier is not
+    repeated."""
     candidates = generate_candidates(corpus, out / CANDIDATES_FILE, seed, show_progress=show_progress)
     seen = {c["id"] for c in candidates}
     # a written question is checked against the passages it was written from: only where they exist
@@ -266,6 +274,11 @@ def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: st
                                          make=kin_place_from_seed):
         if candidate["id"] not in seen:
             candidates.append(dict(candidate, kin_place=True))
+            seen.add(candidate["id"])
+    for candidate in generate_candidates(corpus, out / TIME_PLACE_FILE, seed, show_progress=show_progress,
+                                         make=time_place_from_seed):
+        if candidate["id"] not in seen:
+            candidates.append(dict(candidate, time_place=True))
             seen.add(candidate["id"])
     return candidates
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from helpers.multihop.facts import Lead, clean_title, read_lead
 from helpers.multihop.kin_place import with_kin_place
 from helpers.multihop.more_facts import with_more
+from helpers.multihop.time_place import with_time_place
 from helpers.search.local import Passage, split_contents
 
 WORD = re.compile(r"\w+")
@@ -71,6 +72,7 @@ class Corpus:
         for passage in sorted(passages, key=lambda p: p.id):
             lead = with_kin_place(with_more(read_lead(passage.id, passage.title, passage.text), passage.text),
                                   passage.text)
+            lead = with_time_place(lead, passage.text)
             if lead is None:
                 continue
             known = self.leads.get(passage.title)

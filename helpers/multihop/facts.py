@@ -133,6 +133,7 @@ class Lead:
     ties: dict[str, str] = field(default_factory=dict)  # the second set's facts (``tie_facts``)
     more: dict[str, str] = field(default_factory=dict)  # the third set's (``more_facts.with_more``)
     kin_place: dict[str, str] = field(default_factory=dict)  # the fourth set's (``kin_place.with_kin_place``)
+    time_place: dict[str, str] = field(default_factory=dict)  # the fifth set's (``time_place.with_time_place``)
 
 
 def clean_title(title: str) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from helpers.multihop.chains import Corpus, Passage, distinct
-from helpers.multihop import kin_place
+from helpers.multihop import kin_place, time_place
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
 from helpers.multihop.more_facts import CREDITS, EVENTS, POPULATION, TEMPLATES
 
@@ -46,7 +46,7 @@ TIE_TEMPLATES = {
     "based_on": ("Who wrote the work that {e} is based on?", "Who is the author of the work {e} is based on?"),
     "home": ("Where is {e} from?", "In which place is {e} based?"),
 }
-PLACE_RELATIONS = frozenset({LOCATED, "capital", "county_seat", "born_in", "home"})
+PLACE_RELATIONS = frozenset({LOCATED, "capital", "county_seat", "born_in", "home", "lies_in"})
 MAKER_TEMPLATES = ("Who {v} {e}?", "Which person or group {v} {e}?")
 PAIRS_PER_SEED = 2
 # A and a hidden entity, or two hidden entities of one passage ("the American actor or the English
@@ -128,6 +128,9 @@ def bridge_template(relation: str, choose: Callable[[Sequence[str]], str] = oper
     # the fourth set's (``kin_place``): a population, the place a city is the largest city or seat of, a parent
     if (template := kin_place.template(relation, choose)) is not None:
         return template
+    # the fifth set's (``time_place``): the year a war or a state began or ended, where a place lies
+    if (template := time_place.template(relation, choose)) is not None:
+        return template
     return choose(BRIDGE_TEMPLATES[_template_key(relation)]).replace("{v}", RELATIONS[relation][0])
 
 
@@ -158,7 +161,7 @@ def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
 
 def _facts(lead, rules: str) -> dict[str, str]:
     """The facts a pass asks about: the ``Lead`` field of its set of rules ("facts", "ties", "more",
-    "kin_place")."""
+    "kin_place", "time_place")."""
     return getattr(lead, rules)
 
 
@@ -235,6 +238,11 @@ def more_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Can
 def kin_place_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
     """Bridge questions about the fourth set of rules' facts (``Lead.kin_place``, ``kin_place``)."""
     return _later_set_from_seed(corpus, seed_passage, seed, "kin_place")
+
+
+def time_place_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
+    """Bridge questions about the fifth set of rules' facts (``Lead.time_place``, ``time_place``)."""
+    return _later_set_from_seed(corpus, seed_passage, seed, "time_place")
 
 
 def _later_set_from_seed(corpus: Corpus, seed_passage: Passage, seed: int, rules: str) -> list[Candidate]:
