@@ -46,7 +46,7 @@ TIE_TEMPLATES = {
     "based_on": ("Who wrote the work that {e} is based on?", "Who is the author of the work {e} is based on?"),
     "home": ("Where is {e} from?", "In which place is {e} based?"),
 }
-PLACE_RELATIONS = frozenset({LOCATED, "capital", "county_seat", "born_in", "home", "lies_in"})
+PLACE_RELATIONS = frozenset({LOCATED, "capital", "county_seat", "born_in", "home"}) | time_place.PLACE_RELATIONS
 MAKER_TEMPLATES = ("Who {v} {e}?", "Which person or group {v} {e}?")
 PAIRS_PER_SEED = 2
 # A and a hidden entity, or two hidden entities of one passage ("the American actor or the English

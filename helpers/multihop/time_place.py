@@ -37,15 +37,23 @@ import re
 from collections.abc import Callable, Sequence
 
 from helpers.multihop.facts import (_DATE_PREFIX, _DESCRIPTION, _NAME_END, _PARENTHESES, _PLACE, LOCATED, RELATIONS,
-                                    YEAR, Lead, _tie_name, clean_title, lead_text, sentences)
-from helpers.multihop.kin_place import PLACE_NOUNS
+                                    HOME_NOUNS, YEAR, Lead, _tie_name, clean_title, lead_text, sentences)
+from helpers.multihop.kin_place import PERSON_HINTS, PLACE_NOUNS
 
 BEGAN, ENDED, CAPITAL, LIES_IN = "began", "ended", "capital", "lies_in"
+VENUE, HEADQUARTERS, FROM = "home_venue", "headquarters", "person_from"
 TEMPLATES: dict[str, tuple[str, ...]] = {
     BEGAN: ("In what year did {e} begin?", "When did {e} begin? Give the year."),
     ENDED: ("In what year did {e} end?", "When did {e} end? Give the year."),
-    LIES_IN: ("In which county, state or region is {e}?", "{e} lies in which county, state or region?"),
+    # the reader answers "In which county, state or region is the city ...?" with the city itself (0 of 14 right
+    # with both passages); told to name the region, not the place, it names the region (6 of 14)
+    LIES_IN: ("In which larger region does {e} lie? Answer with the region, not the {d} itself.",),
+    VENUE: ("Where does {e} play its home games?", "At which venue does {e} play its home games?"),
+    HEADQUARTERS: ("Where is {e} headquartered?", "In which city is {e} headquartered?"),
+    FROM: ("Where is {e} from?", "Which place is {e} from?"),
 }
+# answers that name a place: "Jersey City" and "Jersey City, New Jersey" are both right
+PLACE_RELATIONS = frozenset({LIES_IN, HEADQUARTERS, FROM})
 # the first set's dated relations: a question about one of them reads "In what year was {e} founded?"
 FOUNDING = ("founded", "established", "formed", "incorporated", "opened", "built", "completed", "inaugurated",
             "released", "published", "premiered", "launched")
@@ -84,25 +92,44 @@ _NAMED_FOUNDING = (rf"^(?:[A-Z][^,;]{{0,80}},\s+)?(?:{{subjects}})\s+(?:was|were
                    rf"(?:on\s+|in\s+){_DATE_YEAR}(?!\s*[–-]\s*\d)")
 _APPOSITIVE_FOUNDING = (rf"^(?:{{subjects}}),\s+(?:first\s+|originally\s+|officially\s+)?({'|'.join(FOUNDING)})\s+"
                         rf"(?:on\s+|in\s+){_DATE_YEAR}(?!\s*[–-]\s*\d)[^;]{{0,60}}?,\s+(?:is|was)\b")
+# a place's name: capitalised words, cut neither before "and Wear" nor before "of Belgium"
+_PLACE_WORDS = r"[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,3}"
+_PLACE_NAME_END = r"(?![\w'’.-])(?!\s+(?:and|of|de|upon)\s)(?!,\s+(?:and|or)\s)"
+_UNIT_NOUNS = r"(?:state|province|county|region|department|district|prefecture|canton|governorate|borough|parish)"
 # "The state capital is Sacramento", "The capital is Brasília", "The capital city of the Philippines is Manila",
 # "...; the capital is Jefferson City"
 _CAPITAL_IS = (rf"(?:^|;\s+)(?:The|the|Its|its)\s+(?:(?:state|national|federal|territorial|provincial|"
                rf"country's|nation's|state's)\s+)?capital(?:\s+city)?(?:\s+of\s+(?:the\s+)?(?:{{names}}))?\s+"
                rf"(?:is|was)\s+{_PLACE}{_NAME_END}(?!\s+and\s+[A-Z])")
-# "Athens is the nation's capital and largest city", "Whitehorse is the territorial capital"
 # the place a place lies in, right after its description: "is a city in Worcestershire, England, southwest of
 # Birmingham", "is a city in the federal state of Thuringia, Germany", "is an urban French commune and city in the
 # Seine-Maritime department", "is a country in Southeast Asia"; never "in Tyne and Wear" cut at "Tyne", nor
 # "in the Flemish Region of Belgium" cut before "of"
-_PLACE_WORDS = r"[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,3}"
-_UNIT_NOUNS = r"(?:state|province|county|region|department|district|prefecture|canton|governorate|borough|parish)"
-_PLACE_NAME_END = r"(?![\w'’.-])(?!\s+(?:and|of|de|upon)\s)(?!,\s+(?:and|or)\s)"
-_LIES_IN = re.compile(rf"^\s+(?:located\s+|situated\s+)?in\s+(?:the\s+)?(?:(?:U\.S\.\s+|federal\s+)?{_UNIT_NOUNS}\s+of\s+)?"
-                      rf"({_PLACE_WORDS}){_PLACE_NAME_END}(?:\s+{_UNIT_NOUNS}\b)?(?:,\s+({_PLACE_WORDS}){_PLACE_NAME_END})?"
+_LIES_IN = re.compile(rf"^\s+(?:located\s+|situated\s+)?in\s+(?:the\s+)?"
+                      rf"(?:(?:U\.S\.\s+|federal\s+)?{_UNIT_NOUNS}\s+of\s+)?({_PLACE_WORDS}){_PLACE_NAME_END}"
+                      rf"(?:\s+{_UNIT_NOUNS}\b)?(?:,\s+({_PLACE_WORDS}){_PLACE_NAME_END})?"
                       rf"(?=\s*[,.;:()]|\s+(?:(?:in|on|at|which|that|with|near|along|about|between|to)\b|and\s+[a-z]|"
                       rf"of\s+(?:the\s+)?[a-z])|\s*$)")
+# a team's arena: "The Lakers play their home games at Staples Center", "The team ... plays its home games at AT&T
+# Stadium in Arlington, Texas"; the sentence opens with the team ("The Lakers", "The team", "They", "It")
+_VENUE = re.compile(r"^(?:The\s+[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)?|The\s+(?:team|club|franchise)|They|It|{name})\b"
+                    r"[^.;]{0,80}?\b(?:play|plays|played)\s+(?:their|its)\s+home\s+(?:games|matches)\s+at\s+(?:the\s+)?"
+                    r"([A-Z][\w&'’.-]*(?:\s+[A-Z][\w&'’.-]*){0,4})(?![\w'’.-])(?!\s+(?:and|of)\s)")
+# "Its headquarters is located in Jersey City", "The team is headquartered in Frisco, Texas"
+_HEADQUARTERS = (r"^(?:(?:It|The\s+(?:{nouns})|{name})\s+(?:is|was|are|were)\s+headquartered|"
+                 r"(?:Its|The\s+(?:{nouns})(?:'s|’s))\s+headquarters\s+(?:is|are|was|were))"
+                 r"\s+(?:located\s+)?in\s+(?:the\s+)?"
+                 rf"({_PLACE_WORDS}){_PLACE_NAME_END}(?:,\s+({_PLACE_WORDS}){_PLACE_NAME_END})?"
+                 r"(?=\s*[,.;:()]|\s+(?:and|in|on|at|which|where|with|near)\b|\s*$)")
+# a person's place after their description: "is a former tennis player from Australia who ...", "is an American
+# musician, singer and songwriter from Wilmington, Delaware"
+_FROM_PLACE = re.compile(rf"^(?:,\s+[a-z][^,;()]{{0,60}}?)?\s+from\s+(?:the\s+)?({_PLACE_WORDS}){_PLACE_NAME_END}"
+                         rf"(?:,\s+({_PLACE_WORDS}){_PLACE_NAME_END})?(?=\s*[.;:()]|,\s+(?:who|which|where)\b|"
+                         rf"\s+(?:who|which|where|and\s+[a-z]|with|known|best)\b|\s*$)")
+NOT_A_PERSON = frozenset("character protagonist antagonist villain superhero heroine hero god goddess".split())
 # what running text calls the whole country: a question whose answer it is has a guessable answer
 NOT_A_REGION = frozenset({"United States", "U.S.", "US", "USA", "America"})
+# "Athens is the nation's capital and largest city", "Whitehorse is the territorial capital"
 _CAPITAL_FIRST = re.compile(rf"^{_PLACE}\s+is\s+the\s+(?:nation's|nation’s|country's|country’s|state's|state’s|"
                             rf"territorial|national|federal|provincial)\s+capital\b")
 
@@ -188,15 +215,51 @@ def lies_in(text: str, title: str, phrase: str) -> str | None:
     if not described or " ".join(described.group(2).replace('"', "").split()) != phrase:
         return None
     match = _LIES_IN.match(first[described.end(2):])
-    if not match:
+    return _place(match.groups(), title) if match else None
+
+
+def _place(parts: Sequence[str | None], title: str) -> str | None:
+    """A place's name from its matched parts ("Jersey City", "New Jersey" -> "Jersey City, New Jersey"), or
+    None when a part is no name, the first is the whole country, or it names the subject."""
+    names = [_tie_name(part) for part in parts if part]
+    if not names or not all(names) or names[0] in NOT_A_REGION:
         return None
-    name = clean_title(title)
-    parts = [_tie_name(part) for part in match.groups() if part]
-    own = name.split(",")[0]
-    if (not all(parts) or parts[0] in NOT_A_REGION or re.search(rf"\b{re.escape(own)}\b", parts[0])
-            or re.search(rf"\b{re.escape(parts[0])}\b", name)):
-        return None  # "a city in the Metropolitan Borough of the City of Bradford" names the subject
-    return ", ".join(parts)
+    own = clean_title(title).split(",")[0]
+    if re.search(rf"\b{re.escape(own)}\b", names[0]) or re.search(rf"\b{re.escape(names[0])}\b", clean_title(title)):
+        return None
+    return ", ".join(names)
+
+
+def home_venue(text: str, title: str, phrase: str) -> str | None:
+    """The venue where a team plays its home games, stated once in the opening sentences."""
+    if phrase.split()[-1].lower() not in HOME_NOUNS:
+        return None
+    pattern = re.compile(_VENUE.pattern.replace("{name}", re.escape(clean_title(title))))
+    found = {_tie_name(m.group(1)) for s in sentences(text, 4) if (m := pattern.match(s))} - {None}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def headquarters(text: str, title: str, phrase: str) -> str | None:
+    """The city a later opening sentence puts the subject's headquarters in."""
+    nouns = "|".join(re.escape(w) for w in phrase.split() if w.isalpha() and w.islower()) or "company"
+    pattern = re.compile(_HEADQUARTERS.replace("{nouns}", nouns).replace("{name}", re.escape(clean_title(title))))
+    found = {_place(m.groups(), title) for s in sentences(text, 4)[1:] if (m := pattern.match(s))} - {None}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def person_from(text: str, phrase: str, title: str) -> str | None:
+    """The place a person's first sentence says they are from, right after their description."""
+    words = set(phrase.lower().split())
+    if not (PERSON_HINTS & words) or NOT_A_PERSON & words or phrase.split()[-1].lower() in PLACE_NOUNS:
+        return None
+    first = sentences(text, 1)[0] if text else ""
+    for _ in range(2):
+        first = _PARENTHESES.sub("", first)
+    described = _DESCRIPTION.match(first)
+    if not described or " ".join(described.group(2).replace('"', "").split()) != phrase:
+        return None
+    match = _FROM_PLACE.match(first[described.end(2):])
+    return _place(match.groups(), title) if match else None
 
 
 def time_place_facts(text: str, title: str, phrase: str | None, known: set[str] = frozenset(),
@@ -212,6 +275,12 @@ def time_place_facts(text: str, title: str, phrase: str | None, known: set[str] 
         out[CAPITAL] = value
     if LOCATED not in known and (value := lies_in(text, title, phrase)):
         out[LIES_IN] = value
+    if value := home_venue(text, title, phrase):
+        out[VENUE] = value
+    if value := headquarters(text, title, phrase):
+        out[HEADQUARTERS] = value
+    if not {"born_in", "home"} & set(known) and (value := person_from(text, phrase, title)):
+        out[FROM] = value
     return {relation: value for relation, value in out.items()
             if relation not in known and value not in known_values}
 
