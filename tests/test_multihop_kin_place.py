@@ -186,3 +186,25 @@ def test_the_fourth_set_joins_the_split_last_and_moves_no_earlier_row(tmp_path, 
     monkeypatch.setattr(build, "kin_place_from_seed", lambda corpus, passage, seed: [])
     build.prepare_synthetic(**kwargs)
     assert (out / "synthetic.jsonl").read_text().splitlines() == rows[:len(rows) - len(fourth)]
+
+
+# ------------------------------------------------------------------ wordings
+
+
+def test_the_largest_city_question_needs_no_appended_instruction():
+    """Both wordings ask for the country or region in the question itself ("... is the largest city of which
+    country or region?"); neither tells the reader what not to answer."""
+    for pick in (0, 1):
+        template = questions.bridge_template("largest_city_of", lambda options: options[pick])
+        assert template.endswith("?") and template.count("?") == 1 and "Answer with" not in template
+        assert "country or region" in template
+
+
+def test_a_parent_question_does_not_repeat_the_kin_noun(corpus):
+    """"The son mentioned in the passage about X is the son of whom?" says "son" twice: the second wording
+    asks for a parent instead."""
+    assert questions.bridge_template("son_of", lambda options: options[1]) == "Who is a parent of {e}?"
+    assert questions.bridge_template("daughter_of", lambda options: options[1]) == "Who is a parent of {e}?"
+    seed = corpus.by_title["Tidewater Regatta"][0]
+    for candidate in questions.kin_place_from_seed(corpus, seed, 0):
+        assert "is the son of whom" not in candidate.question and "is the daughter of whom" not in candidate.question

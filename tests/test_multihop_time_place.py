@@ -112,7 +112,8 @@ def test_the_fifth_rules_read_a_fact_of_the_passages_subject(title, text, facts)
 
 @pytest.mark.parametrize("title, text, relation", [
     # a span: not "BC", not a person's office, not in a later sentence about another name, not backwards
-    ("Qin dynasty", "The Qin dynasty was the first dynasty of Imperial China, lasting from 221 to 206 BC.", "began"),
+    ("New Kingdom", "The New Kingdom was an ancient Egyptian state that lasted from 1550 to 1070 BC.",
+     "began"),
     ("Woodrow Wilson", "Woodrow Wilson (December 28, 1856 – February 3, 1924) was an American statesman who served as "
                        "President from 1913 to 1921.", "began"),
     ("Marland Republic", "The Marland Republic was a short-lived state. Its successor, the Free Province, existed from "
@@ -137,7 +138,7 @@ def test_the_fifth_rules_read_a_fact_of_the_passages_subject(title, text, facts)
     ("Harbour Gazette", "The Harbour Gazette is a weekly newspaper. The parent company's headquarters is located in "
                         "London.", "headquarters"),
     # where a person is from: a person's, a place's, not the whole country
-    ("Brittany Pierce", "Brittany S. Pierce is a fictional character from the Fox musical series Glee.", "person_from"),
+    ("Brittany Pierce", "Brittany S. Pierce is a fictional character from Glee.", "person_from"),
     ("Ferdi Taygan", "Ferdi Taygan (born December 5, 1956), is a former professional tennis player from the United "
                      "States.", "person_from"),
 ])

@@ -43,10 +43,11 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
     POPULATION: ("What is the population of {e}, according to its own Wikipedia passage?",
                  "How many people live in {e}, according to its own Wikipedia passage?"),
     LARGEST_CITY: ("In which country or region is {e} the largest city?",
-                   "{e} is the largest city of which country or region? Answer with the country or region, not the city."),
+                   "{e} is the largest city of which country or region?"),
     SEAT_OF: ("{e} is the seat of which {u}?", "Which {u} has {e} as its seat?"),
-    "son_of": ("Whose son is {e}?", "{e} is the son of whom?"),
-    "daughter_of": ("Whose daughter is {e}?", "{e} is the daughter of whom?"),
+    # the second asks for a parent without repeating "son": "the son mentioned in ..." is a description too
+    "son_of": ("Whose son is {e}?", "Who is a parent of {e}?"),
+    "daughter_of": ("Whose daughter is {e}?", "Who is a parent of {e}?"),
 }
 # what a subject must be for each fact: the last word of its description
 PLACE_NOUNS = frozenset("city town village locality municipality suburb community borough hamlet commune capital "
