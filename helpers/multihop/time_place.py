@@ -45,7 +45,7 @@ VENUE, HEADQUARTERS, FROM = "home_venue", "headquarters", "person_from"
 TEMPLATES: dict[str, tuple[str, ...]] = {
     BEGAN: ("In what year did {e} begin?", "When did {e} begin? Give the year."),
     ENDED: ("In what year did {e} end?", "When did {e} end? Give the year."),
-    # the reader answers "In which county, state or region is the city ...?" with the city itself (0 of 14 right
+    # the reader answers "In which county, state or region is the city ...?" with the city itself (0 of 10 right
     # with both passages); told to name the region, not the place, it names the region (6 of 14)
     LIES_IN: ("In which larger region does {e} lie? Answer with the region, not the {d} itself.",),
     VENUE: ("Where does {e} play its home games?", "At which venue does {e} play its home games?"),
