@@ -208,14 +208,21 @@ def lies_in(text: str, title: str, phrase: str) -> str | None:
     country."""
     if phrase.split()[-1].lower() not in PLACE_NOUNS:
         return None
+    rest = _after_description(text, phrase)
+    match = _LIES_IN.match(rest) if rest is not None else None
+    return _place(match.groups(), title) if match else None
+
+
+def _after_description(text: str, phrase: str) -> str | None:
+    """What follows the description in the first sentence (parentheses removed, two levels deep), or None
+    when the first sentence's description is not `phrase`: the fact must be about the passage's subject."""
     first = sentences(text, 1)[0] if text else ""
     for _ in range(2):
         first = _PARENTHESES.sub("", first)
     described = _DESCRIPTION.match(first)
     if not described or " ".join(described.group(2).replace('"', "").split()) != phrase:
         return None
-    match = _LIES_IN.match(first[described.end(2):])
-    return _place(match.groups(), title) if match else None
+    return first[described.end(2):]
 
 
 def _place(parts: Sequence[str | None], title: str) -> str | None:
@@ -252,13 +259,8 @@ def person_from(text: str, phrase: str, title: str) -> str | None:
     words = set(phrase.lower().split())
     if not (PERSON_HINTS & words) or NOT_A_PERSON & words or phrase.split()[-1].lower() in PLACE_NOUNS:
         return None
-    first = sentences(text, 1)[0] if text else ""
-    for _ in range(2):
-        first = _PARENTHESES.sub("", first)
-    described = _DESCRIPTION.match(first)
-    if not described or " ".join(described.group(2).replace('"', "").split()) != phrase:
-        return None
-    match = _FROM_PLACE.match(first[described.end(2):])
+    rest = _after_description(text, phrase)
+    match = _FROM_PLACE.match(rest) if rest is not None else None
     return _place(match.groups(), title) if match else None
 
 
