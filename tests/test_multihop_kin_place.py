@@ -5,8 +5,6 @@ they join the synthetic split without moving a question of the first three sets.
 from __future__ import annotations
 
 import dataclasses
-import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -16,7 +14,8 @@ from helpers.multihop.facts import read_lead as read_first_two
 from helpers.multihop.kin_place import with_kin_place
 from helpers.multihop.more_facts import with_more
 
-from fixtures.multihop_corpus import BAND, FESTIVAL, POET, SCULPTOR, held_out_data_dir, with_distractors
+from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, assert_joins_last_and_moves_no_row,
+                                     with_distractors)
 
 REGATTA = ("The Tidewater Regatta is an annual sailing race off the Welsh coast. Its 1990 race started at "
            "Calder Bay, was won by Rhys Morgan, and ended in Merrow Harbour.")
@@ -168,24 +167,7 @@ def test_the_fourth_set_does_not_change_the_earlier_sets_questions(corpus):
 
 
 def test_the_fourth_set_joins_the_split_last_and_moves_no_earlier_row(tmp_path, corpus, monkeypatch):
-    out = held_out_data_dir(tmp_path)
-    candidates = build.all_candidates(corpus, out, written_path=tmp_path / "none.jsonl", show_progress=False)
-    order = ["first", "ties", "more", "kin_place"]
-    marks = [next((m for m in order[1:] if c.get(m)), "first") for c in candidates]
-    assert marks == sorted(marks, key=order.index) and "kin_place" in marks
-    assert len({c["id"] for c in candidates}) == len(candidates)
-    nothing_found = SimpleNamespace(search=lambda question, k: [])  # this test is about order, not BM25
-    kwargs = dict(out_dir=out, corpus=corpus, index=nothing_found, show_progress=False, force=True,
-                  verdicts_path=tmp_path / "none.jsonl", written_path=tmp_path / "none.jsonl")
-    report = build.prepare_synthetic(**kwargs)
-    rows = (out / "synthetic.jsonl").read_text().splitlines()
-    fourth = [r for r in rows if json.loads(r)["metadata"].get("kin_place")]
-    assert fourth and report["kin_place_kept"] == len(fourth) and report["kin_place_candidates"] >= len(fourth)
-    assert all(not json.loads(r)["metadata"].get("kin_place") for r in rows[:len(rows) - len(fourth)])
-    # without the fourth pass the rows before it are the same, byte for byte
-    monkeypatch.setattr(build, "kin_place_from_seed", lambda corpus, passage, seed: [])
-    build.prepare_synthetic(**kwargs)
-    assert (out / "synthetic.jsonl").read_text().splitlines() == rows[:len(rows) - len(fourth)]
+    assert_joins_last_and_moves_no_row(build, corpus, tmp_path, monkeypatch, "kin_place", "kin_place_from_seed")
 
 
 # ------------------------------------------------------------------ wordings

@@ -6,8 +6,6 @@ the synthetic split without moving a question of the first four sets."""
 from __future__ import annotations
 
 import dataclasses
-import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -18,7 +16,8 @@ from helpers.multihop.kin_place import with_kin_place
 from helpers.multihop.more_facts import with_more
 from helpers.multihop.time_place import with_time_place
 
-from fixtures.multihop_corpus import BAND, FESTIVAL, POET, SCULPTOR, held_out_data_dir, with_distractors
+from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, assert_joins_last_and_moves_no_row,
+                                     with_distractors)
 
 ACCORD = ("The Tidewater Accord is a treaty that ended the Marland War. It was drafted in the Republic of Eastmark, "
           "first printed by the Harbour Gazette, and carried on tour by the Calder Rovers.")
@@ -191,21 +190,4 @@ def test_the_fifth_set_does_not_change_the_earlier_sets_questions(corpus):
 
 
 def test_the_fifth_set_joins_the_split_last_and_moves_no_earlier_row(tmp_path, corpus, monkeypatch):
-    out = held_out_data_dir(tmp_path)
-    candidates = build.all_candidates(corpus, out, written_path=tmp_path / "none.jsonl", show_progress=False)
-    order = ["first", "ties", "more", "kin_place", "time_place"]
-    marks = [next((m for m in order[1:] if c.get(m)), "first") for c in candidates]
-    assert marks == sorted(marks, key=order.index) and "time_place" in marks
-    assert len({c["id"] for c in candidates}) == len(candidates)
-    nothing_found = SimpleNamespace(search=lambda question, k: [])  # this test is about order, not BM25
-    kwargs = dict(out_dir=out, corpus=corpus, index=nothing_found, show_progress=False, force=True,
-                  verdicts_path=tmp_path / "none.jsonl", written_path=tmp_path / "none.jsonl")
-    report = build.prepare_synthetic(**kwargs)
-    rows = (out / "synthetic.jsonl").read_text().splitlines()
-    fifth = [r for r in rows if json.loads(r)["metadata"].get("time_place")]
-    assert fifth and report["time_place_kept"] == len(fifth) and report["time_place_candidates"] >= len(fifth)
-    assert all(not json.loads(r)["metadata"].get("time_place") for r in rows[:len(rows) - len(fifth)])
-    # without the fifth pass the rows before it are the same, byte for byte
-    monkeypatch.setattr(build, "time_place_from_seed", lambda corpus, passage, seed: [])
-    build.prepare_synthetic(**kwargs)
-    assert (out / "synthetic.jsonl").read_text().splitlines() == rows[:len(rows) - len(fifth)]
+    assert_joins_last_and_moves_no_row(build, corpus, tmp_path, monkeypatch, "time_place", "time_place_from_seed")
