@@ -4,7 +4,6 @@ they join the synthetic split without moving a question of the first three sets.
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -14,7 +13,8 @@ from helpers.multihop.facts import read_lead as read_first_two
 from helpers.multihop.kin_place import with_kin_place
 from helpers.multihop.more_facts import with_more
 
-from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, assert_joins_last_and_moves_no_row,
+from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, assert_earlier_passes_unchanged,
+                                     assert_joins_last_and_moves_no_row,
                                      with_distractors)
 
 REGATTA = ("The Tidewater Regatta is an annual sailing race off the Welsh coast. Its 1990 race started at "
@@ -154,13 +154,8 @@ def test_each_new_relation_has_its_own_wording(relation, phrase):
 
 def test_the_fourth_set_does_not_change_the_earlier_sets_questions(corpus):
     """No earlier pass reads the fourth set's facts: clearing them gives the same questions."""
-    passes = (questions.from_seed, questions.ties_from_seed, questions.more_from_seed)
-    before = [[c.to_dict() for p in corpus.passages for c in make(corpus, p, 0)] for make in passes]
-    assert before[0]
-    cleared = Corpus(corpus.passages)
-    cleared.leads = {t: dataclasses.replace(lead, kin_place={}) for t, lead in corpus.leads.items()}
-    assert [[c.to_dict() for p in cleared.passages for c in make(cleared, p, 0)] for make in passes] == before
-    assert not [c for p in cleared.passages for c in questions.kin_place_from_seed(cleared, p, 0)]
+    assert_earlier_passes_unchanged(corpus, "kin_place", (questions.from_seed, questions.ties_from_seed, questions.more_from_seed),
+                                    questions.kin_place_from_seed)
 
 
 # ------------------------------------------------------------------ the split

@@ -5,7 +5,6 @@ the synthetic split without moving a question of the first four sets."""
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -16,7 +15,8 @@ from helpers.multihop.kin_place import with_kin_place
 from helpers.multihop.more_facts import with_more
 from helpers.multihop.time_place import with_time_place
 
-from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, assert_joins_last_and_moves_no_row,
+from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, assert_earlier_passes_unchanged,
+                                     assert_joins_last_and_moves_no_row,
                                      with_distractors)
 
 ACCORD = ("The Tidewater Accord is a treaty that ended the Marland War. It was drafted in the Republic of Eastmark, "
@@ -177,13 +177,8 @@ def test_a_place_answer_is_right_with_or_without_its_region(corpus):
 
 def test_the_fifth_set_does_not_change_the_earlier_sets_questions(corpus):
     """No earlier pass reads the fifth set's facts: clearing them gives the same questions."""
-    passes = (questions.from_seed, questions.ties_from_seed, questions.more_from_seed, questions.kin_place_from_seed)
-    before = [[c.to_dict() for p in corpus.passages for c in make(corpus, p, 0)] for make in passes]
-    assert before[0]
-    cleared = Corpus(corpus.passages)
-    cleared.leads = {t: dataclasses.replace(lead, time_place={}) for t, lead in corpus.leads.items()}
-    assert [[c.to_dict() for p in cleared.passages for c in make(cleared, p, 0)] for make in passes] == before
-    assert not [c for p in cleared.passages for c in questions.time_place_from_seed(cleared, p, 0)]
+    assert_earlier_passes_unchanged(corpus, "time_place", (questions.from_seed, questions.ties_from_seed, questions.more_from_seed, questions.kin_place_from_seed),
+                                    questions.time_place_from_seed)
 
 
 # ------------------------------------------------------------------ the split
