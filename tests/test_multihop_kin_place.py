@@ -4,7 +4,6 @@ they join the synthetic split without moving a question of the first three sets.
 
 from __future__ import annotations
 
-
 import pytest
 
 from helpers.multihop import build, questions
