@@ -592,12 +592,9 @@ for source in ("hotpotqa", "nq"):
 # searches again, is it right less often than the start, which did search again there?
 
 # %%
-from helpers.course.recorded import eval_rows
-from helpers.course.seeds import added_search_gain
+from helpers.course.seeds import trimmed_gains
 
-START, TRIMMED = "h200_replicas/exact2_s2", "h200_replicas/gain5ns-k2_s1"  # both searched with 2 passages
-trimmed = {split: added_search_gain(eval_rows(split, START), eval_rows(split, TRIMMED))
-           for split in ("test", "validation", "fullwiki")}
+trimmed = trimmed_gains()  # per split: exact2_s2's rows against the same questions after search_gain
 display(added_search_table(trimmed, sources=("hotpotqa", "nq", "hotpotqa_fullwiki"), key="split",
                            before="exact2_s2", after="search_gain", summed="splits summed"))
 wiki = trimmed["fullwiki"]["all"]

@@ -15,9 +15,8 @@ import pytest
 
 from helpers.course.seeds import (SEARCH_AGAIN_RULE, SEEDS, STAGES, added_search_gain, added_search_gain_figure,
                                   added_search_table, main, rule_failures, seed_gains, seed_spread_figure, seed_tables,
-                                  verdict_table)
+                                  trimmed_gains, verdict_table)
 from helpers.checkers.seeds import policy_table as table
-from helpers.course.recorded import eval_rows
 from helpers.search import create_search_client
 from helpers.runs import read_jsonl
 
@@ -236,9 +235,7 @@ def test_the_recorded_seeds_added_second_searches_did_not_pay(gains):
 def test_search_gain_from_a_start_that_searches_again_too_readily_drops_second_searches_that_did_not_pay():
     """Notebook 10: from `exact2_s2`, `search_gain` added no second search on any split, and on the
     fullwiki questions where it dropped one the policy without it is right more often."""
-    start, trimmed = "h200_replicas/exact2_s2", "h200_replicas/gain5ns-k2_s1"
-    gains = {split: added_search_gain(eval_rows(split, start), eval_rows(split, trimmed))
-             for split in ("test", "validation", "fullwiki")}
+    gains = trimmed_gains()
     assert all(gain["all"]["added"] == 0 for gain in gains.values())
     wiki = gains["fullwiki"]["all"]
     assert wiki["dropped_right_after"] > wiki["dropped_right_before"]

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from helpers.checkers._runner import Case, Mismatch, Property, run_checks, same
 from helpers.course.recorded import eval_rows
-from helpers.course.seeds import SEARCH_AGAIN_RULE, SEEDS, SEEDS_RUN, STAGES, added_search_gain, rule_failures
+from helpers.course.seeds import (SEARCH_AGAIN_RULE, SEEDS, SEEDS_RUN, STAGES, TRIMMED_PAIR, added_search_gain,
+                                  rule_failures)
 
 HOTPOT_MIN, NQ_MAX = SEARCH_AGAIN_RULE["hotpotqa_min"], SEARCH_AGAIN_RULE["nq_max"]
 
@@ -122,8 +123,18 @@ def _recorded_case(seed: int, source: str) -> Case:
                 lambda fn: tuple(fn(before, after, source)))
 
 
+def _trimmed_case() -> Case:
+    """A stage that dropped many second searches and added none: nothing to count as added."""
+    before, after = (eval_rows("fullwiki", run) for run in TRIMMED_PAIR)
+    source = "hotpotqa_fullwiki"
+    return Case("recorded search_gain stage, fullwiki", f"{TRIMMED_PAIR[0]}'s rows and {TRIMMED_PAIR[1]}'s "
+                f"({len(before)} fullwiki questions each), source {source!r}", _expected(before, after, source),
+                lambda fn: tuple(fn(before, after, source)))
+
+
 def added_cases() -> list[Case]:
-    """The hand-made cases, then every recorded seed's rows (read from results/ when the check runs)."""
+    """The hand-made cases, then every recorded seed's rows and the recorded stage that only dropped second
+    searches (read from results/ when the check runs)."""
     return [
         _added_case("one question gained, one lost", ["gained", "lost", "once"], "hotpotqa", (2, 1, 1)),
         _added_case("the after rows in another order", ["gained", "lost", "once"], "hotpotqa", (2, 1, 1),
@@ -139,6 +150,7 @@ def added_cases() -> list[Case]:
         _added_case("the same rows, source nq", ["gained", "nq added", "lost"], "nq", (1, 1, 0)),
         _added_case("no second search added", ["once", "twice both times", "two then one"], "hotpotqa", (0, 0, 0)),
         *[_recorded_case(seed, source) for seed in SEEDS for source in ("hotpotqa", "nq")],
+        _trimmed_case(),
     ]
 
 

@@ -16,6 +16,7 @@ question, not on a random sample of them. `added_search_gain` asks it of the sam
     tables = seed_tables(search_client("local"))   # {seed: {"exact": table, "trim": table}}
     rule_failures(tables[1]["trim"])               # [] when the policy meets the rule
     seed_gains()[1]["hotpotqa"]                    # the questions `trim` added a second search on, right before/after
+    trimmed_gains()["fullwiki"]["all"]["dropped"]  # the second searches `search_gain` dropped, from a policy that over-searched
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ SEEDS = (1, 2, 3)
 STAGES = ("exact", "trim")
 STAGE_LABELS = {"exact": "exact match", "trim": "then trim"}
 SEARCH_AGAIN_RULE = {"hotpotqa_min": 0.30, "nq_max": 0.15}
+# a policy that searches again too readily (exact match at 2 passages a search), and `trim` with the
+# counterfactual reward `search_gain` and no synthetic questions from it: a stage that drops second searches
+TRIMMED_PAIR = ("h200_replicas/exact2_s2", "h200_replicas/gain5ns-k2_s1")
+TRIMMED_SPLITS = ("test", "validation", "fullwiki")
 
 Table = Mapping[str, Mapping[str, Any]]
 
@@ -170,6 +175,12 @@ def seed_gains(seeds=SEEDS, run: str = SEEDS_RUN) -> dict[int, dict[str, dict[st
     """Per seed, `added_search_gain` from its policy after exact match to its policy after `trim`."""
     return {seed: added_search_gain(eval_rows(f"seed{seed}_{STAGES[0]}", run), eval_rows(f"seed{seed}_{STAGES[-1]}", run))
             for seed in seeds}
+
+
+def trimmed_gains(splits=TRIMMED_SPLITS, pair=TRIMMED_PAIR) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per split, `added_search_gain` from the policy that searched again too readily to the one after
+    `search_gain` trimmed it (both evaluated with 2 passages a search)."""
+    return {split: added_search_gain(eval_rows(split, pair[0]), eval_rows(split, pair[1])) for split in splits}
 
 
 def added_search_table(gains: Mapping[Any, Mapping[str, Mapping[str, Any]]], sources=("hotpotqa", "nq"),
