@@ -16,7 +16,8 @@ from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.facts import read_lead as read_first_two
 from helpers.multihop.more_facts import with_more
 
-from fixtures.multihop_corpus import BAND, FESTIVAL, POET, SCULPTOR, held_out_data_dir, with_distractors
+from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, held_out_data_dir, with_distractors,
+                                     without_later_passes)
 
 GALA = ("The Westmere Screen Gala is an annual television award in Calderbridge. Its 1990 prize went to "
         "Harbour Nights, and its host that year read from The Lantern Keeper. The winners' album Tidewater Road "
@@ -168,6 +169,7 @@ def test_the_third_set_does_not_change_the_first_two_sets_questions(corpus):
 
 
 def test_the_third_set_joins_the_split_last_and_moves_no_earlier_row(tmp_path, corpus, monkeypatch):
+    without_later_passes(build, monkeypatch, "more")
     out = held_out_data_dir(tmp_path)
     candidates = build.all_candidates(corpus, out, written_path=tmp_path / "none.jsonl", show_progress=False)
     marks = [("more" if c.get("more") else "ties" if c.get("ties") else "first") for c in candidates]

@@ -14,7 +14,8 @@ from helpers.multihop import build, questions
 from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.facts import read_lead
 
-from fixtures.multihop_corpus import BAND, FESTIVAL, POET, SCULPTOR, held_out_data_dir, with_distractors
+from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, held_out_data_dir, with_distractors,
+                                     without_later_passes)
 
 REGATTA = ("The Ferrow Regatta is an annual boat race that finishes in Calderbridge. The Tinmoor Players play at "
            "its prize-giving, where Dorrie Vane once appeared.")
@@ -108,6 +109,7 @@ def test_ties_do_not_change_the_first_sets_questions(corpus):
 
 
 def test_ties_join_the_split_after_the_first_set_and_the_written(tmp_path, corpus, monkeypatch):
+    without_later_passes(build, monkeypatch, "ties")
     out = held_out_data_dir(tmp_path)
     first = build.generate_candidates(corpus, tmp_path / "first.jsonl", show_progress=False)
     written = dict(first[0], id="mh-written", writer="qwen2.5-0.5b")

@@ -15,9 +15,10 @@ Bridge questions written by a model (``helpers/multihop/written.jsonl``, see
 then the questions about the second set of rules' facts (``questions.ties_from_seed``, generated
 into ``DATA_DIR/synthetic_ties.jsonl`` the same resumable way), the third set's
 (``questions.more_from_seed``, ``DATA_DIR/synthetic_more.jsonl``), the fourth set's
-(``questions.kin_place_from_seed``, ``DATA_DIR/synthetic_kin_place.jsonl``), and last the fifth set's
-(``questions.time_place_from_seed``, ``DATA_DIR/synthetic_time_place.jsonl``), so that none moves an
-earlier question out of the repeat cap.
+(``questions.kin_place_from_seed``, ``DATA_DIR/synthetic_kin_place.jsonl``), the fifth set's
+(``questions.time_place_from_seed``, ``DATA_DIR/synthetic_time_place.jsonl``), and last the comparisons on
+the years all five sets read (``questions.comparisons_from_seed``, ``DATA_DIR/synthetic_comparisons.jsonl``),
+so that none moves an earlier question out of the repeat cap.
 
 The solvers' verdicts come from ``helpers/multihop/verdicts.jsonl`` (written on a GPU by
 ``python -m helpers.multihop solve``); questions without a verdict are kept and marked
@@ -40,7 +41,7 @@ from helpers.data import load_rows
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.questions import (from_seed, kin_place_from_seed, more_from_seed, ties_from_seed,
-                                       time_place_from_seed)
+                                       time_place_from_seed, comparisons_from_seed)
 from helpers.multihop.written import WRITTEN_FILE, load_written
 from helpers.runs import read_jsonl, write_jsonl
 from helpers.search.local import LocalIndex, read_corpus
@@ -55,11 +56,12 @@ TIES_FILE = "synthetic_ties.jsonl"
 MORE_FILE = "synthetic_more.jsonl"
 KIN_PLACE_FILE = "synthetic_kin_place.jsonl"
 TIME_PLACE_FILE = "synthetic_time_place.jsonl"
+COMPARISONS_FILE = "synthetic_comparisons.jsonl"
 REPORT_FILE = "synthetic_report.json"
 VERDICTS_FILE = Path(__file__).resolve().parent / "verdicts.jsonl"
 LICENSE = "CC BY-SA (derived from Wikipedia text)"
-RULE_MODULES = ("facts.py", "more_facts.py", "kin_place.py", "time_place.py", "chains.py", "questions.py",
-                "verify.py")
+RULE_MODULES = ("facts.py", "more_facts.py", "kin_place.py", "time_place.py", "years.py", "chains.py",
+                "questions.py", "verify.py")
 
 
 class Interrupted(RuntimeError):
@@ -209,6 +211,7 @@ def to_row(candidate: dict, verdicts: dict[str, dict]) -> dict[str, Any]:
             **({"more": True} if candidate.get("more") else {}),
             **({"kin_place": True} if candidate.get("kin_place") else {}),
             **({"time_place": True} if candidate.get("time_place") else {}),
+            **({"comparisons": True} if candidate.get("comparisons") else {}),
         },
     }
 
@@ -244,6 +247,8 @@ def summarise(candidates: list[dict], results: list[dict[str, bool]], rows: list
         "kin_place_kept": sum(bool(r["metadata"].get("kin_place")) for r in rows),
         "time_place_candidates": sum(bool(c.get("time_place")) for c in candidates),
         "time_place_kept": sum(bool(r["metadata"].get("time_place")) for r in rows),
+        "comparisons_candidates": sum(bool(c.get("comparisons")) for c in candidates),
+        "comparisons_kept": sum(bool(r["metadata"].get("comparisons")) for r in rows),
     }
 
 
@@ -251,8 +256,9 @@ def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: st
                    show_progress: bool = True) -> list[dict]:
     """Every candidate in the order the split applies its repeat cap: the first set of rules', the
     written ones, the second set's (marked ``ties``), the third set's (marked ``more``), the fourth
-    set's (marked ``kin_place``), then the fifth set's (marked ``time_place``); an id met earlier is not
-    repeated."""
+    set's (marked ``kin_place``), the fifth set's (marked ``time_place``), then the comparisons on every
+    set's years (marked ``comparisons``; a comparison's ``years`` field holds its two years); an id met
+    earlier is not repeated."""
     candidates = generate_candidates(corpus, out / CANDIDATES_FILE, seed, show_progress=show_progress)
     seen = {c["id"] for c in candidates}
     # a written question is checked against the passages it was written from: only where they exist
@@ -279,6 +285,11 @@ def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: st
                                          make=time_place_from_seed):
         if candidate["id"] not in seen:
             candidates.append(dict(candidate, time_place=True))
+            seen.add(candidate["id"])
+    for candidate in generate_candidates(corpus, out / COMPARISONS_FILE, seed, show_progress=show_progress,
+                                         make=comparisons_from_seed):
+        if candidate["id"] not in seen:
+            candidates.append(dict(candidate, comparisons=True))
             seen.add(candidate["id"])
     return candidates
 

@@ -18,6 +18,7 @@ from helpers.multihop.facts import Lead, clean_title, read_lead
 from helpers.multihop.kin_place import with_kin_place
 from helpers.multihop.more_facts import with_more
 from helpers.multihop.time_place import with_time_place
+from helpers.multihop.years import with_years
 from helpers.search.local import Passage, split_contents
 
 WORD = re.compile(r"\w+")
@@ -72,7 +73,7 @@ class Corpus:
         for passage in sorted(passages, key=lambda p: p.id):
             lead = with_kin_place(with_more(read_lead(passage.id, passage.title, passage.text), passage.text),
                                   passage.text)
-            lead = with_time_place(lead, passage.text)
+            lead = with_years(with_time_place(lead, passage.text))
             if lead is None:
                 continue
             known = self.leads.get(passage.title)

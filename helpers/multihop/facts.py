@@ -134,6 +134,7 @@ class Lead:
     more: dict[str, str] = field(default_factory=dict)  # the third set's (``more_facts.with_more``)
     kin_place: dict[str, str] = field(default_factory=dict)  # the fourth set's (``kin_place.with_kin_place``)
     time_place: dict[str, str] = field(default_factory=dict)  # the fifth set's (``time_place.with_time_place``)
+    years: dict[str, str] = field(default_factory=dict)  # every set's years, for comparisons (``years.with_years``)
 
 
 def clean_title(title: str) -> str:

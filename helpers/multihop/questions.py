@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from helpers.multihop.chains import Corpus, Passage, distinct
-from helpers.multihop import kin_place, time_place
+from helpers.multihop import kin_place, time_place, years
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
 from helpers.multihop.more_facts import CREDITS, EVENTS, POPULATION, TEMPLATES
 
@@ -49,6 +49,13 @@ TIE_TEMPLATES = {
 PLACE_RELATIONS = frozenset({LOCATED, "capital", "county_seat", "born_in", "home"}) | time_place.PLACE_RELATIONS
 MAKER_TEMPLATES = ("Who {v} {e}?", "Which person or group {v} {e}?")
 PAIRS_PER_SEED = 2
+# the sixth pass's comparisons from one seed passage, at most: a passage that links forty people would
+# otherwise give hundreds of pairs, and one seed's pairs share its first search
+YEARS_PER_SEED = 3
+# and comparisons of an entity it names with an entity another passage names: the seed passages that name
+# two dated entities of one kind are few (428 of 21,926), every passage that names one dated entity has a
+# partner somewhere
+ACROSS_PER_SEED = 1
 # A and a hidden entity, or two hidden entities of one passage ("the American actor or the English
 # director mentioned in ...")
 COMPARISON_TEMPLATES = {
@@ -325,3 +332,138 @@ def _comparison(seed_passage: Passage, seed_facts: dict, title: str, desc: str, 
     ids = [seed_passage.id, lead.passage_id]
     return Candidate(candidate_id("comparison", ids, relation, names[0]), "comparison", question, names,
                      [seed_passage.title, title], ids, [desc], relation, years=[a, b], compared=[0, 1])
+
+
+def comparisons_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
+    """Comparisons on the years all five sets read (``Lead.years``, ``years``), up to ``YEARS_PER_SEED``
+    per seed passage, drawn among every pair whose years differ: the seed against an entity its passage
+    names (two searches), or two entities its passage names (three searches). A seeded draw of the pass's
+    own, so no earlier set's questions depend on it."""
+    rng = random.Random(f"{seed}-years-{seed_passage.id}")
+    if not clean_title(seed_passage.title):
+        return []
+    where = SEED_PLACE[len(corpus.by_title.get(seed_passage.title, [])) > 1]
+    seed_lead = corpus.lead(seed_passage.title)
+    # the seed's years count only where its own passage is the lead that states them
+    seed_years = seed_lead.years if seed_lead and seed_lead.passage_id == seed_passage.id else {}
+    links = sorted((t, d) for t, d in unique_descriptions(corpus, seed_passage).items()
+                   if corpus.lead(t).years and corpus.lead(t).passage_id != seed_passage.id)
+    pairs: dict[tuple, list[tuple[str, str]]] = {}  # (None or (b, desc_b), (c, desc_c)) -> relation pairs
+    for title, desc in links:
+        if distinct(seed_passage.title, title) and (found := comparable_years(seed_years, corpus.lead(title).years)):
+            pairs[(None, (title, desc))] = found
+    for i, (b, desc_b) in enumerate(links):
+        for c, desc_c in links[i + 1:]:
+            if distinct(b, c) and (found := comparable_years(corpus.lead(b).years, corpus.lead(c).years)):
+                pairs[((b, desc_b), (c, desc_c))] = found
+    out = []
+    for key in rng.sample(sorted(pairs, key=str), min(YEARS_PER_SEED, len(pairs))):
+        out.append(_year_comparison(corpus, seed_passage, *key, rng.choice(pairs[key]), rng, where))
+    rng.shuffle(links)
+    for title, desc in links[:ACROSS_PER_SEED]:
+        if (made := _across_comparison(corpus, seed_passage, title, desc, rng, where)) is not None:
+            out.append(made)
+    return out
+
+
+@dataclass(frozen=True)
+class DatedLink:
+    """A passage that names (by a unique description) an entity with a year: one side of a comparison."""
+
+    passage_id: str
+    title: str  # the entity's
+    description: str
+    relation: str
+    year: str
+
+
+def dated_links(corpus: Corpus) -> dict[str, list[DatedLink]]:
+    """Every (passage, named entity, year) of the corpus by group of relation (``years.group``), in a fixed
+    order; computed once per corpus."""
+    cached = getattr(corpus, "_dated_links", None)
+    if cached is None:
+        cached = {}
+        for passage in sorted(corpus.passages, key=lambda p: p.id):
+            if not clean_title(passage.title):
+                continue
+            for title, desc in sorted(unique_descriptions(corpus, passage).items()):
+                lead = corpus.lead(title)
+                if lead.passage_id == passage.id or not distinct(passage.title, title):
+                    continue
+                for relation, year in sorted(lead.years.items()):
+                    cached.setdefault(years.group(relation), []).append(
+                        DatedLink(passage.id, title, desc, relation, year))
+        corpus._dated_links = cached
+    return cached
+
+
+ACROSS_TRIES = 8  # partners drawn before a seed gives up (one that shares a name or a year is refused)
+
+
+def _across_comparison(corpus: Corpus, seed_passage: Passage, title: str, desc: str, rng: random.Random,
+                       where: str) -> Candidate | None:
+    """`title` (named by `desc` in the seed passage A) against an entity Y that another passage B names, on a
+    year of one group: "Who was born first: the American actor mentioned in the Wikipedia passage about A or
+    the English director mentioned in the Wikipedia passage about B?" Four passages (A, X, B, Y), two of them
+    found only through the others; A and B are named, X and Y only described. Refused: a partner whose year
+    is X's (no answer), that shares a name with A or X, or whose seed passage B states either year (B alone
+    would then decide it; the checks look at A)."""
+    from helpers.multihop.verify import contains
+
+    lead = corpus.lead(title)
+    relation = rng.choice(sorted(lead.years))
+    year = lead.years[relation]
+    pool = dated_links(corpus).get(years.group(relation), [])
+    for _ in range(ACROSS_TRIES if pool else 0):
+        other = rng.choice(pool)
+        b = corpus.by_id[other.passage_id]
+        names = [seed_passage.title, title, b.title, other.title]
+        if other.year == year or not all(distinct(x, y) for i, x in enumerate(names) for y in names[i + 1:]):
+            continue
+        if contains(b.text, year) or contains(b.text, other.year):
+            continue
+        where_b = SEED_PLACE[len(corpus.by_title.get(b.title, [])) > 1]
+        template = years.template(years.group(relation), rng.choice)
+        question = template.format(a=entity_phrase(seed_passage.title, [desc], where),
+                                   b=entity_phrase(b.title, [other.description], where_b))
+        answer = _names(title if int(year) < int(other.year) else other.title)
+        chain = [seed_passage.title, title, b.title, other.title]
+        ids = [seed_passage.id, lead.passage_id, b.id, corpus.lead(other.title).passage_id]
+        return Candidate(candidate_id("comparison", ids, other.relation, answer[0]), "comparison",
+                         question[0].upper() + question[1:], answer, chain, ids, [desc, other.description],
+                         other.relation, years=[year, other.year], compared=[1, 3])
+    return None
+
+
+def comparable_years(first: dict[str, str], second: dict[str, str]) -> list[tuple[str, str]]:
+    """(relation, relation) pairs of one group (``years.group``) whose years differ: equal years have no
+    answer."""
+    return [(r, s) for r in sorted(first) for s in sorted(second)
+            if years.group(r) == years.group(s) and first[r] != second[s]]
+
+
+def _year_comparison(corpus: Corpus, seed_passage: Passage, first: tuple[str, str] | None, second: tuple[str, str],
+                     relations: tuple[str, str], rng: random.Random, where: str) -> Candidate:
+    """`first` None: the seed (named) against `second` (described); else two described entities."""
+    seed_title = seed_passage.title
+    title, desc = second
+    lead = corpus.lead(title)
+    template = years.template(years.group(relations[1]), rng.choice)
+    if first is None:
+        year_a, year_b = corpus.lead(seed_title).years[relations[0]], lead.years[relations[1]]
+        a, b = clean_title(seed_title), entity_phrase(seed_title, [desc], where)
+        chain, descriptions = [seed_title, title], [desc]
+        ids, compared = [seed_passage.id, lead.passage_id], [0, 1]
+    else:
+        lead_a = corpus.lead(first[0])
+        year_a, year_b = lead_a.years[relations[0]], lead.years[relations[1]]
+        # "the American actor or the English director, both mentioned in ...": each named by its description
+        a, b = f"the {first[1]}", f"the {desc}, both mentioned in {where} {clean_title(seed_title)}"
+        chain, descriptions = [seed_title, first[0], title], [first[1], desc]
+        ids, compared = [seed_passage.id, lead_a.passage_id, lead.passage_id], [1, 2]
+    question = template.format(a=a, b=b)
+    names = _names(chain[compared[0]] if int(year_a) < int(year_b) else title)
+    # the repeat cap counts the last entity and its fact, as for a bridge
+    return Candidate(candidate_id("comparison", ids, relations[1], names[0]), "comparison",
+                     question[0].upper() + question[1:], names, chain, ids, descriptions, relations[1],
+                     years=[year_a, year_b], compared=compared)

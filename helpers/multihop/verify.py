@@ -56,8 +56,12 @@ def answer_in_last_not_first(candidate: dict, texts: list[str]) -> bool:
 
 
 def names_hidden(candidate: dict) -> bool:
+    """A bridge hides every entity after the first; a comparison the compared entities after the first (one
+    across two passages names both passages' subjects, and hides the entity each of them names)."""
     question = candidate["question"]
-    if any(contains(question, clean_title(title)) for title in candidate["chain"][1:]):
+    chain = candidate["chain"]
+    hidden = [chain[i] for i in candidate["compared"] if i > 0] if candidate["kind"] == "comparison" else chain[1:]
+    if any(contains(question, clean_title(title)) for title in hidden):
         return False
     if candidate["kind"] == "comparison":
         return not any(contains(question, year) for year in candidate["years"])
