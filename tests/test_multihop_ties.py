@@ -195,8 +195,9 @@ def test_to_judge_puts_the_questions_the_split_would_keep_first_and_skips_judged
     monkeypatch.setattr(local.LocalIndex, "load", staticmethod(lambda path: None))
     seen = {}
 
-    def check_all(candidates, corpus, index, held_ids, held_questions, verdicts):
+    def check_all(candidates, corpus, index, held_ids, held_questions, verdicts, judged_only=True):
         seen["verdicts"] = set(verdicts)
+        seen["judged_only"] = judged_only  # what to judge: a question that would pass once judged counts as kept
         return [r for _, r in rows]
 
     monkeypatch.setattr(build, "check_all", check_all)
@@ -205,5 +206,6 @@ def test_to_judge_puts_the_questions_the_split_would_keep_first_and_skips_judged
     todo, _ = cli.to_judge(tmp_path, path)
     assert [c["id"] for c in todo] == ["kept", "capped"]
     assert seen["verdicts"] == {"judged"}  # the cap counts what the recorded verdicts keep
+    assert seen["judged_only"] is False
     again, _ = cli.to_judge(tmp_path, path, again=True)
     assert [c["id"] for c in again] == ["kept", "judged", "capped"]

@@ -5,6 +5,8 @@ the first five sets."""
 from __future__ import annotations
 
 
+import json
+
 import pytest
 
 from helpers.multihop import build, questions, verify, years
@@ -178,5 +180,23 @@ def test_the_sixth_pass_does_not_change_the_earlier_passes_questions(corpus):
                                     questions.comparisons_from_seed)
 
 
+def _passing_verdicts(corpus, path):
+    """A verdicts file in which every comparison the pass makes passes (it keeps only judged questions)."""
+    made = [c for p in corpus.passages for c in questions.comparisons_from_seed(corpus, p, build.SEED)]
+    path.write_text("".join(json.dumps({"id": c.id, "with_all": True, "with_first": False, "pass": True}) + "\n"
+                            for c in made))
+    return path
+
+
 def test_the_sixth_pass_joins_the_split_last_and_moves_no_earlier_row(tmp_path, corpus, monkeypatch):
-    assert_joins_last_and_moves_no_row(build, corpus, tmp_path, monkeypatch, "comparisons", "comparisons_from_seed")
+    verdicts = _passing_verdicts(corpus, tmp_path / "verdicts.jsonl")
+    assert_joins_last_and_moves_no_row(build, corpus, tmp_path, monkeypatch, "comparisons", "comparisons_from_seed",
+                                       verdicts_path=verdicts)
+
+
+def test_a_comparison_is_kept_only_with_a_passing_verdict(corpus):
+    made = next(c for p in corpus.passages for c in questions.comparisons_from_seed(corpus, p, 0)).to_dict()
+    ours = dict(made, comparisons=True)
+    assert not verify.solvers(ours, {}) and verify.solvers(ours, {}, judged_only=False)
+    assert verify.solvers(ours, {made["id"]: {"pass": True}}) and not verify.solvers(ours, {made["id"]: {"pass": False}})
+    assert verify.solvers(made, {})  # an earlier pass's question without a verdict is kept, as before

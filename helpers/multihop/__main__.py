@@ -39,7 +39,8 @@ def to_judge(out: Path, verdicts_path: Path, again: bool = False) -> tuple[list[
     candidates = build.all_candidates(corpus, out)
     held_ids, held_questions = build.held_out(out)
     recorded = build.load_verdicts(verdicts_path)
-    results = build.check_all(candidates, corpus, LocalIndex.load(out / "index"), held_ids, held_questions, recorded)
+    results = build.check_all(candidates, corpus, LocalIndex.load(out / "index"), held_ids, held_questions, recorded,
+                              judged_only=False)
     open_ = [(c, r) for c, r in zip(candidates, results)
              if all(v for k, v in r.items() if k not in ("solvers", "repeats")) and (again or c["id"] not in recorded)]
     return [c for c, r in open_ if r["repeats"]] + [c for c, r in open_ if not r["repeats"]], corpus

@@ -173,15 +173,16 @@ def held_out(data_dir: Path) -> tuple[set[str], list[str]]:
 
 
 def check_all(candidates: list[dict], corpus: Corpus, index, held_ids: set[str], held_questions: list[str],
-              verdicts: dict[str, dict], show_progress: bool = True) -> list[dict[str, bool]]:
-    """Every check on every candidate (the repeat cap counts among those passing the rest)."""
+              verdicts: dict[str, dict], show_progress: bool = True, judged_only: bool = True) -> list[dict[str, bool]]:
+    """Every check on every candidate (the repeat cap counts among those passing the rest); `judged_only` off:
+    a question of a pass in ``verify.JUDGED_ONLY`` without a verdict counts as passing (what to judge first)."""
     texts_index = verify.TextIndex(held_questions)
     results = []
     for candidate in tqdm(candidates, desc="verify", unit=" questions", disable=not show_progress,
                           mininterval=1.0):
         texts = corpus.texts(candidate["passage_ids"])
         results.append({**verify.rule_checks(candidate, texts, index, held_ids, texts_index),
-                        "solvers": verify.solvers(candidate, verdicts)})
+                        "solvers": verify.solvers(candidate, verdicts, judged_only)})
     passing = [c for c, r in zip(candidates, results) if all(r.values())]
     kept = iter(verify.apply_repeats(passing))
     for result in results:
@@ -286,8 +287,11 @@ def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: st
         if candidate["id"] not in seen:
             candidates.append(dict(candidate, time_place=True))
             seen.add(candidate["id"])
-    for candidate in generate_candidates(corpus, out / COMPARISONS_FILE, seed, show_progress=show_progress,
-                                         make=comparisons_from_seed):
+    # within one passage (two or three searches) before across two (four): the reader compares the first
+    # kind right more often, so the repeat cap gives them the room first
+    made = generate_candidates(corpus, out / COMPARISONS_FILE, seed, show_progress=show_progress,
+                               make=comparisons_from_seed)
+    for candidate in [c for c in made if len(c["chain"]) < 4] + [c for c in made if len(c["chain"]) == 4]:
         if candidate["id"] not in seen:
             candidates.append(dict(candidate, comparisons=True))
             seen.add(candidate["id"])

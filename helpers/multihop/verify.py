@@ -117,10 +117,19 @@ def rule_checks(candidate: dict, texts: list[str], index, held_ids: set[str], he
     }
 
 
-def solvers(candidate: dict, verdicts: dict[str, dict]) -> bool:
-    """A recorded verdict decides; a question no solver has seen passes (and is marked unchecked)."""
+# passes whose questions are kept only with a passing verdict: the reader answers a comparison right from
+# both (all four) passages one time in eight or less, so an unjudged one is more likely a question the policy
+# cannot learn from than one it can
+JUDGED_ONLY = ("comparisons",)
+
+
+def solvers(candidate: dict, verdicts: dict[str, dict], judged_only: bool = True) -> bool:
+    """A recorded verdict decides; a question no solver has seen passes (and is marked unchecked), but for a
+    pass in ``JUDGED_ONLY`` (unless `judged_only` is off: which questions would be kept if they passed)."""
     verdict = verdicts.get(candidate["id"])
-    return verdict is None or bool(verdict["pass"])
+    if verdict is None:
+        return not (judged_only and any(candidate.get(mark) for mark in JUDGED_ONLY))
+    return bool(verdict["pass"])
 
 
 def apply_repeats(candidates: list[dict], max_per_entity: int = MAX_PER_ENTITY,
