@@ -57,6 +57,9 @@ MORE_FILE = "synthetic_more.jsonl"
 KIN_PLACE_FILE = "synthetic_kin_place.jsonl"
 TIME_PLACE_FILE = "synthetic_time_place.jsonl"
 COMPARISONS_FILE = "synthetic_comparisons.jsonl"
+# the sets of rules after the first and the written questions, in the split's order: (mark, cache file)
+LATER_PASSES = (("ties", TIES_FILE), ("more", MORE_FILE), ("kin_place", KIN_PLACE_FILE),
+                ("time_place", TIME_PLACE_FILE), ("comparisons", COMPARISONS_FILE))
 REPORT_FILE = "synthetic_report.json"
 VERDICTS_FILE = Path(__file__).resolve().parent / "verdicts.jsonl"
 LICENSE = "CC BY-SA (derived from Wikipedia text)"
@@ -208,11 +211,7 @@ def to_row(candidate: dict, verdicts: dict[str, dict]) -> dict[str, Any]:
             "solver_checked": candidate["id"] in verdicts,
             "license": LICENSE,
             **({"writer": candidate["writer"]} if candidate.get("writer") else {}),
-            **({"ties": True} if candidate.get("ties") else {}),
-            **({"more": True} if candidate.get("more") else {}),
-            **({"kin_place": True} if candidate.get("kin_place") else {}),
-            **({"time_place": True} if candidate.get("time_place") else {}),
-            **({"comparisons": True} if candidate.get("comparisons") else {}),
+            **{mark: True for mark, _ in LATER_PASSES if candidate.get(mark)},
         },
     }
 
@@ -240,16 +239,9 @@ def summarise(candidates: list[dict], results: list[dict[str, bool]], rows: list
         "solver_checked": sum(r["metadata"]["solver_checked"] for r in rows),
         "written_candidates": sum(bool(c.get("writer")) for c in candidates),
         "written_kept": sum(bool(r["metadata"].get("writer")) for r in rows),
-        "ties_candidates": sum(bool(c.get("ties")) for c in candidates),
-        "ties_kept": sum(bool(r["metadata"].get("ties")) for r in rows),
-        "more_candidates": sum(bool(c.get("more")) for c in candidates),
-        "more_kept": sum(bool(r["metadata"].get("more")) for r in rows),
-        "kin_place_candidates": sum(bool(c.get("kin_place")) for c in candidates),
-        "kin_place_kept": sum(bool(r["metadata"].get("kin_place")) for r in rows),
-        "time_place_candidates": sum(bool(c.get("time_place")) for c in candidates),
-        "time_place_kept": sum(bool(r["metadata"].get("time_place")) for r in rows),
-        "comparisons_candidates": sum(bool(c.get("comparisons")) for c in candidates),
-        "comparisons_kept": sum(bool(r["metadata"].get("comparisons")) for r in rows),
+        **{f"{mark}_{what}": count for mark, _ in LATER_PASSES
+           for what, count in (("candidates", sum(bool(c.get(mark)) for c in candidates)),
+                               ("kept", sum(bool(r["metadata"].get(mark)) for r in rows)))},
     }
 
 
@@ -267,34 +259,19 @@ def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: st
         if candidate["id"] not in seen and all(pid in corpus.by_id for pid in candidate["passage_ids"]):
             candidates.append(candidate)
             seen.add(candidate["id"])
-    for candidate in generate_candidates(corpus, out / TIES_FILE, seed, show_progress=show_progress,
-                                         make=ties_from_seed):
-        if candidate["id"] not in seen:
-            candidates.append(dict(candidate, ties=True))
-            seen.add(candidate["id"])
-    for candidate in generate_candidates(corpus, out / MORE_FILE, seed, show_progress=show_progress,
-                                         make=more_from_seed):
-        if candidate["id"] not in seen:
-            candidates.append(dict(candidate, more=True))
-            seen.add(candidate["id"])
-    for candidate in generate_candidates(corpus, out / KIN_PLACE_FILE, seed, show_progress=show_progress,
-                                         make=kin_place_from_seed):
-        if candidate["id"] not in seen:
-            candidates.append(dict(candidate, kin_place=True))
-            seen.add(candidate["id"])
-    for candidate in generate_candidates(corpus, out / TIME_PLACE_FILE, seed, show_progress=show_progress,
-                                         make=time_place_from_seed):
-        if candidate["id"] not in seen:
-            candidates.append(dict(candidate, time_place=True))
-            seen.add(candidate["id"])
-    # within one passage (two or three searches) before across two (four): the reader compares the first
-    # kind right more often, so the repeat cap gives them the room first
-    made = generate_candidates(corpus, out / COMPARISONS_FILE, seed, show_progress=show_progress,
-                               make=comparisons_from_seed)
-    for candidate in [c for c in made if len(c["chain"]) < 4] + [c for c in made if len(c["chain"]) == 4]:
-        if candidate["id"] not in seen:
-            candidates.append(dict(candidate, comparisons=True))
-            seen.add(candidate["id"])
+    # each later set of rules' questions after the earlier ones', marked with its name; `<mark>_from_seed` is
+    # looked up when the split is built (a test can switch a pass off)
+    for mark, cache in LATER_PASSES:
+        made = generate_candidates(corpus, out / cache, seed, show_progress=show_progress,
+                                   make=globals()[f"{mark}_from_seed"])
+        if mark == "comparisons":
+            # within one passage (two or three searches) before across two (four): the reader compares the
+            # first kind right more often, so the repeat cap gives them the room first
+            made = [c for c in made if len(c["chain"]) < 4] + [c for c in made if len(c["chain"]) == 4]
+        for candidate in made:
+            if candidate["id"] not in seen:
+                candidates.append(dict(candidate, **{mark: True}))
+                seen.add(candidate["id"])
     return candidates
 
 

@@ -344,7 +344,8 @@ def comparisons_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> l
         return []
     where = SEED_PLACE[len(corpus.by_title.get(seed_passage.title, [])) > 1]
     seed_lead = corpus.lead(seed_passage.title)
-    # the seed's years count only where its own passage is the lead that states them
+    # the seed's years count only where this passage is the one that states them: another passage of the same
+    # title may be about something else
     seed_years = seed_lead.years if seed_lead and seed_lead.passage_id == seed_passage.id else {}
     links = sorted((t, d) for t, d in unique_descriptions(corpus, seed_passage).items()
                    if corpus.lead(t).years and corpus.lead(t).passage_id != seed_passage.id)
