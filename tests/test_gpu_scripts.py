@@ -311,6 +311,8 @@ def test_setup_window_puts_the_bundled_synthetic_split_in_the_data_folder_before
     (bundle / "synthetic").mkdir(parents=True)
     (bundle / "synthetic" / "synthetic.jsonl").write_text('{"id": "bundled"}\n')
     (bundle / "synthetic" / "synthetic_report.json").write_text("{}")
+    # a candidate cache travels with the split, so the solvers there need not regenerate it
+    (bundle / "synthetic" / "synthetic_comparisons.jsonl").write_text('{"version": 1}\n')
     seen = tmp_path / "seen.txt"
     python = tmp_path / "python"
     python.write_text('#!/bin/bash\ncase "$*" in "-m helpers setup"*) cat "$COURSE_DATA/synthetic.jsonl" >> "%s" ;; esac\n'
@@ -322,6 +324,7 @@ def test_setup_window_puts_the_bundled_synthetic_split_in_the_data_folder_before
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert seen.read_text() == '{"id": "bundled"}\n' and (data / "synthetic_report.json").exists()
+    assert (data / "synthetic_comparisons.jsonl").read_text() == '{"version": 1}\n'
     (data / "synthetic.jsonl").write_text('{"id": "built here"}\n')  # a second script on the same machine
     subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, env=env, check=True)
     assert seen.read_text().splitlines()[-1] == '{"id": "built here"}'

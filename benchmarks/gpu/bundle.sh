@@ -33,10 +33,13 @@ download .device/extra/whl pytrio==0.2.9 pydantic pydantic-core annotated-types 
   typing_extensions bm25s PyStemmer gguf python-dotenv tomli
 cp -r "${COURSE_SHARED:-../shared}/data" .device/extra/shared/
 # the synthetic multi-hop split, built here (or found current) once, so a window's set-up need not
-# rebuild it (setup_window copies it into the data folder)
+# rebuild it (setup_window copies it into the data folder), with the candidate caches it was built from
+# (synthetic_candidates.jsonl, …), so the solvers there (multihop_write.sh) start judging at once instead
+# of regenerating every pass's candidates
 "$PY" -c "from helpers.multihop import build; build.prepare_synthetic(show_progress=False)"
 mkdir -p .device/extra/synthetic
-cp "${COURSE_DATA:-data}/synthetic.jsonl" "${COURSE_DATA:-data}/synthetic_report.json" .device/extra/synthetic/
+cp "${COURSE_DATA:-data}"/synthetic.jsonl "${COURSE_DATA:-data}"/synthetic_report.json \
+  "${COURSE_DATA:-data}"/synthetic_*.jsonl .device/extra/synthetic/
 if [ "${COURSE:-0}" = 1 ]; then
   kernel="nbclient nbformat fastjsonschema jsonschema jsonschema-specifications referencing rpds-py
           ipykernel ipython ipython_pygments_lexers comm debugpy jupyter_client jupyter_core matplotlib-inline

@@ -45,9 +45,10 @@ setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, dat
     cat $(ls "$B"/q.[0-9]* | sort) > "$B/q.gguf"
     "$PY" -c "from helpers import models; models.provision('$MODEL', gguf_path='$B/q.gguf')" >>"$R/setup.log" 2>&1
   fi
-  # the synthetic multi-hop split built on the CPU (bundle.sh): rebuilding it here reads every passage
-  # five times over (about 4 minutes); set-up keeps it only while its fingerprint matches the rules
-  # and verdicts of this checkout, and rebuilds it otherwise
+  # the synthetic multi-hop split built on the CPU (bundle.sh), with the candidate caches it was built
+  # from: rebuilding it here reads every passage six times over (about 4 minutes); set-up keeps it only
+  # while its fingerprint matches the rules and verdicts of this checkout (each cache only while its
+  # header matches), and rebuilds it otherwise
   if [ -f "$B/synthetic/synthetic.jsonl" ] && [ ! -f "$COURSE_DATA/synthetic.jsonl" ]; then
     mkdir -p "$COURSE_DATA" && cp "$B"/synthetic/* "$COURSE_DATA"/
   fi
