@@ -188,7 +188,10 @@ def _trim_variants(tmp_path, **env):
     python.write_text('#!/bin/bash\nprintf "RECOMPUTE=%%s %%s\\n" "$COURSE_ENGINE_RECOMPUTE" "$*" >> "%s"\n'
                       'case "$*" in *"--stage eval"*) out=$(sed -E "s/.*--out ([^ ]+).*/\\1/" <<<"$*")\n'
                       '  mkdir -p "$out/eval" && touch "$out/eval/sft_grpo.jsonl" ;;\n'
-                      '  "-m helpers.eval "*) touch "$(sed -E "s/.*--output ([^ ]+).*/\\1/" <<<"$*")" ;; esac\n' % calls)
+                      '  "-m helpers.eval "*) touch "$(sed -E "s/.*--output ([^ ]+).*/\\1/" <<<"$*")" ;;\n'
+                      # the pass@k filter writes its file, or fails where the test says so
+                      '  "-m helpers.question_filter "*) [ -n "$FILTER_FAILS" ] && exit 1\n'
+                      '    touch "$(sed -E "s/.*--out ([^ ]+).*/\\1/" <<<"$*")" ;; esac\n' % calls)
     python.chmod(0o755)
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "RESULTS": str(tmp_path / "results"),
@@ -296,6 +299,37 @@ def test_trim_variants_bounds_every_stage_by_trim_max_steps_after_the_variants_o
                                                                            SEEDS="1"), "base_s1"))
 
 
+def test_trim_variants_filters_the_questions_once_from_init_for_the_f_variants_only(tmp_path):
+    lines = _trim_variants(tmp_path, VARIANTS="gain5ns-k2 gain5ns-k2-f", SEEDS="1 2", INIT="x/adapter")
+    results = tmp_path / "results"
+    [judged] = [c.split() for c in lines if "-m helpers.question_filter " in c]  # once, not once a round
+    assert lines.index(" ".join(judged)) < min(i for i, c in enumerate(lines) if "--stage grpo" in c)
+    sets = [judged[i + 1] for i, arg in enumerate(judged) if arg == "--set"]
+    assert "trim.reward=search_gain" in sets and "trim.search_topk=2" in sets  # the -f variant's reward, passages
+    assert judged[judged.index("--stage") + 1] == "trim" and judged[judged.index("--init-from") + 1] == "x/adapter"
+    assert judged[judged.index("--out") + 1] == str(results / "question_filter.json")
+
+    def trained(name):
+        [line] = [c for c in lines if "--stage grpo" in c and f"/{name} " in c + " "]
+        return line
+
+    for seed in (1, 2):
+        assert f"--set trim.question_filter={results}/question_filter.json" in trained(f"gain5ns-k2-f_s{seed}")
+        assert "question_filter" not in trained(f"gain5ns-k2_s{seed}")
+        assert "trim.search_topk=2" in trained(f"gain5ns-k2-f_s{seed}").split()
+    evaluations = [c.split() for c in lines if "--stage eval" in c and "gain5ns-k2-f_s1" in c]
+    assert len(evaluations) == 2 and all("eval.search_topk=2" in c for c in evaluations)  # whole arguments
+    # no -f variant: no filter
+    assert not any("question_filter" in c for c in _trim_variants(tmp_path / "none", VARIANTS="base", SEEDS="1"))
+
+
+def test_trim_variants_leaves_the_f_variants_out_when_the_filter_fails_and_trains_the_rest(tmp_path):
+    lines = _trim_variants(tmp_path, VARIANTS="base-f gain5ns-k2", SEEDS="1", FILTER_FAILS="1")
+    trained = [c for c in lines if "--stage grpo" in c]
+    assert len(trained) == 1 and "/gain5ns-k2_s1 " in trained[0]
+    assert "the -f variants are left out" in (tmp_path / "results" / "window.log").read_text()
+
+
 @pytest.mark.parametrize("steps", ["0", "thirty", "-5", "1.5"])
 def test_trim_variants_refuses_a_trim_max_steps_that_is_not_a_count_before_the_set_up(tmp_path, steps):
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
@@ -330,7 +364,7 @@ def test_setup_window_puts_the_bundled_synthetic_split_in_the_data_folder_before
     assert seen.read_text().splitlines()[-1] == '{"id": "built here"}'
 
 
-@pytest.mark.parametrize("variant", ["exact0", "bogus", "bogus-k2", "exact5-k2", "charge5-k0"])
+@pytest.mark.parametrize("variant", ["exact0", "bogus", "bogus-k2", "exact5-k2", "charge5-k0", "base-f-f", "bogus-f"])
 def test_trim_variants_refuses_an_unknown_variant_before_the_set_up(tmp_path, variant):
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "VARIANTS": variant, "RESULTS": str(tmp_path / "r")})

@@ -19,7 +19,12 @@
 #            that, untrained, cost it more answers than they found? Evaluated with 5 passages too;
 #   exact3   its control: the same with 3 passages (the recorded budgets); exactK for any K passages;
 #   NAME-kK  any variant above but exactK, searching with K passages (charge5-k2: charge5, 2 passages a
-#            search); both training and its evaluations search with K, with budgets to fit.
+#            search); both training and its evaluations search with K, with budgets to fit;
+#   NAME-f   any variant above trained only on the questions where INIT's group of rollouts had signal
+#            (the pass@k filter, helpers.question_filter: judged once from INIT with the first -f
+#            variant's reward and passages, before the first round; questions it did not judge, such as
+#            the synthetic ones, stay). Beside NAME it measures what dropping the groups that carry no
+#            gradient buys: informative groups a minute, and what the policy learns from them.
 # Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
 # ($R/<variant>_s<seed>/adapter) and evaluated side by side on the test split (for the record) and the
 # validation split (for choosing); then the next round. After every round `tables.md` and `verdicts.md`
@@ -49,17 +54,22 @@ KEEP_ACTIVATIONS_SEEDS=${KEEP_ACTIVATIONS_SEEDS-1}  # empty: every seed recomput
 FULLWIKI=${FULLWIKI:-0}
 INIT_TOPK=${INIT_TOPK:-3}  # the passages a search INIT was trained with (its fullwiki evaluation uses them)
 TRIM_MAX_STEPS=${TRIM_MAX_STEPS:-}  # updates a stage at most (empty: the preset's, 15 for h200_again's `trim`)
-LIMIT=${LIMIT:-}  # questions of INIT's fullwiki evaluation (empty: all; a CPU dry run sets a few)
+LIMIT=${LIMIT:-}  # questions of INIT's fullwiki evaluation and of the filter (empty: all; a CPU dry run sets a few)
+FILTER_CAP=${FILTER_CAP:-0.6}  # the filter runs alone, before the first round
 source "$(dirname "$0")/common.sh"
 
-variant_topk() {  # the passages a variant searches with (exactK, NAME-kK); nothing for the recorded 3
-  case $1 in
-    exact[1-9]|exact[1-9][0-9]) echo "${1#exact}" ;;
-    *-k[1-9]|*-k[1-9][0-9]) echo "${1##*-k}" ;;
+variant_topk() {  # the passages a variant searches with (exactK, NAME-kK, either with -f); nothing for the recorded 3
+  local name=${1%-f}
+  case $name in
+    exact[1-9]|exact[1-9][0-9]) echo "${name#exact}" ;;
+    *-k[1-9]|*-k[1-9][0-9]) echo "${name##*-k}" ;;
   esac
 }
 variant_args() {  # the --set arguments of a variant, one per line
   case $1 in
+    *-f)  # the variant on the filtered questions (the filter's file is written before the first round)
+      case ${1%-f} in *-f) return 1 ;; esac
+      variant_args "${1%-f}" && echo "trim.question_filter=$R/question_filter.json" ;;
     base) ;;
     synth25) echo "trim.synthetic_share=0.25" ;;
     nosynth) echo "trim.synthetic_share=0" ;;
@@ -96,12 +106,29 @@ if [ -n "$TRIM_MAX_STEPS" ]; then
   esac
 fi
 for variant in $VARIANTS; do
-  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, exactK; any but exactK with -kK)"; exit 2; }
+  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, exactK; any but exactK with -kK; any with -f)"; exit 2; }
 done
 
 log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEEDS stage=${STAGE_MIN}min"
 setup_window
 watch_memory
+
+filtered=""  # the first -f variant: its reward and passages judge the questions
+for variant in $VARIANTS; do case $variant in *-f) filtered=$variant; break ;; esac; done
+if [ -n "$filtered" ]; then
+  fargs=()
+  while IFS= read -r item; do [ -n "$item" ] && fargs+=(--set "$item"); done < <(variant_args "${filtered%-f}")
+  COURSE_CUDA_MEMORY_FRACTION=$FILTER_CAP "$PY" -m helpers.question_filter --preset "$PRESET" --stage trim \
+    "${fargs[@]}" --init-from "$INIT" --out "$R/question_filter.json" ${LIMIT:+--limit "$LIMIT"} \
+    >"$R/question_filter.log" 2>&1
+  status=$?
+  log "question filter ($filtered) exited $status: $(grep -o '"kept": [0-9]*\|"judged": [0-9]*\|"seconds": [0-9.]*' \
+    "$R/question_filter.log" | tr '\n' ' ')"
+  if [ $status != 0 ] || [ ! -f "$R/question_filter.json" ]; then  # the -f variants would fail at their start
+    VARIANTS=$(for variant in $VARIANTS; do case $variant in *-f) ;; *) printf '%s ' "$variant" ;; esac; done)
+    log "no filter: the -f variants are left out (variants: $VARIANTS)"
+  fi
+fi
 
 for round in $SEEDS; do
   log "round s$round"
