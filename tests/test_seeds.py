@@ -13,9 +13,9 @@ matplotlib.use("Agg")
 
 import pytest
 
-from helpers.course.seeds import (SEARCH_AGAIN_RULE, SEEDS, STAGES, added_search_gain, added_search_gain_figure,
-                                  added_search_table, main, rule_failures, seed_gains, seed_spread_figure, seed_tables,
-                                  trimmed_gains, verdict_table)
+from helpers.course.seeds import (SEARCH_AGAIN_RULE, SEEDS, STAGES, TRIMMED_ON, added_search_gain,
+                                  added_search_gain_figure, added_search_table, main, rule_failures, seed_gains,
+                                  seed_spread_figure, seed_tables, trimmed_gains, verdict_table)
 from helpers.checkers.seeds import policy_table as table
 from helpers.search import create_search_client
 from helpers.runs import read_jsonl
@@ -242,3 +242,12 @@ def test_search_gain_from_a_start_that_searches_again_too_readily_drops_second_s
     # the committed rows, as the notebook reads them
     assert (wiki["questions"], wiki["dropped"], wiki["dropped_right_before"], wiki["dropped_right_after"]) == (458, 97, 29, 34)
     assert sum(gain["all"]["dropped"] for gain in gains.values()) == 139
+
+
+def test_search_gain_trained_on_from_the_trimmed_policy_adds_more_second_searches_than_it_drops():
+    """Notebook 10: 26 more updates from the trimmed policy add second searches on fullwiki (right less
+    often after) and drop few."""
+    wiki = trimmed_gains(pair=TRIMMED_ON)["fullwiki"]["all"]
+    assert wiki["added"] > wiki["dropped"] and wiki["right_after"] < wiki["right_before"]
+    # the committed rows, as the notebook reads them
+    assert (wiki["added"], wiki["right_before"], wiki["right_after"], wiki["dropped"]) == (47, 13, 11, 7)

@@ -37,6 +37,9 @@ SEARCH_AGAIN_RULE = {"hotpotqa_min": 0.30, "nq_max": 0.15}
 # a policy that searches again too readily (exact match at 2 passages a search), and `trim` with the
 # counterfactual reward `search_gain` and no synthetic questions from it: a stage that drops second searches
 TRIMMED_PAIR = ("h200_replicas/exact2_s2", "h200_replicas/gain5ns-k2_s1")
+# the same stage trained on from the trimmed policy (26 more updates, 41 in all): past its first 15 the
+# reward no longer trims
+TRIMMED_ON = ("h200_replicas/gain5ns-k2_s1", "h200_replicas/gain5ns-k2_41")
 TRIMMED_SPLITS = ("test", "validation", "fullwiki")
 
 Table = Mapping[str, Mapping[str, Any]]
