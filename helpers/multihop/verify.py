@@ -36,10 +36,26 @@ _STOP = frozenset(("what which who when where year was were is are did does the 
                    "for by with from mentioned wikipedia passage about give first earlier").split())
 
 
+# Two years joined by a dash without spaces, "(1812–1815)", "1939-1945", "1917–18": normalising drops the dash
+# and leaves one token ("18121815"), in which no year is stated. The dash becomes a space first, so the span
+# reads as a spaced one already does ("1812 – 1815" normalises to "1812 1815"). Only four digits joined to four
+# or two, not inside a longer run of digits, dashes or letters: a date "1963-01-22", an ISBN "0-06-015547-7",
+# "c.1973-75", "1960-1970s" stay one token. The two-digit end of "1917–18" is not read as 1918: the passage
+# writes only the first year in full.
+_DASHES = "\\-\u2010\u2011\u2012\u2013\u2014"  # hyphen-minus, hyphen, non-breaking hyphen, figure, en and em dash
+_YEAR_SPAN = re.compile(rf"(?<![\w.,/:{_DASHES}])(\d{{4}})[{_DASHES}](\d{{4}}|\d{{2}})(?![\w/{_DASHES}]|[.,:]\d)")
+
+
+def years_apart(text: str) -> str:
+    """`text` with the dash of each year span ("1812–1815", "1917–18") turned into a space."""
+    return _YEAR_SPAN.sub(r"\1 \2", text)
+
+
 def contains(haystack: str, needle: str) -> bool:
-    """Normalised, whole-word containment (the way the reward compares answers)."""
-    needle = normalize(needle)
-    return bool(needle) and f" {needle} " in f" {normalize(haystack)} "
+    """Normalised, whole-word containment (the way the reward compares answers), with the years of a span joined
+    by a dash read apart (``years_apart``)."""
+    needle = normalize(years_apart(needle))
+    return bool(needle) and f" {needle} " in f" {normalize(years_apart(haystack))} "
 
 
 def answer_in_last_not_first(candidate: dict, texts: list[str]) -> bool:
