@@ -199,4 +199,7 @@ def test_a_comparison_is_kept_only_with_a_passing_verdict(corpus):
     ours = dict(made, comparisons=True)
     assert not verify.solvers(ours, {}) and verify.solvers(ours, {}, judged_only=False)
     assert verify.solvers(ours, {made["id"]: {"pass": True}}) and not verify.solvers(ours, {made["id"]: {"pass": False}})
-    assert verify.solvers(made, {})  # an earlier pass's question without a verdict is kept, as before
+    # a comparison the first set of rules makes (no pass mark) needs a verdict too; an earlier pass's bridge
+    # without a verdict is kept, as before
+    assert not verify.solvers(made, {}) and verify.solvers(made, {}, judged_only=False)
+    assert verify.solvers(dict(made, kind="bridge"), {})
