@@ -134,7 +134,7 @@ def rule_checks(candidate: dict, texts: list[str], index, held_ids: set[str], he
 
 
 # passes whose questions are kept only with a passing verdict: the reader answers a comparison right from
-# both (all four) passages one time in eight or less, so an unjudged one is more likely a question the policy
+# both (all four) passages one time in five, so an unjudged one is more likely a question the policy
 # cannot learn from than one it can; for the same reason a comparison the first set of rules makes (``kind``
 # "comparison", no pass mark) is kept only with a passing verdict too
 JUDGED_ONLY = ("comparisons",)
