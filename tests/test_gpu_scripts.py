@@ -364,7 +364,7 @@ def test_setup_window_puts_the_bundled_synthetic_split_in_the_data_folder_before
     assert seen.read_text().splitlines()[-1] == '{"id": "built here"}'
 
 
-@pytest.mark.parametrize("variant", ["exact0", "bogus", "bogus-k2", "exact5-k2", "charge5-k0", "base-f-f", "bogus-f"])
+@pytest.mark.parametrize("variant", ["exact0", "bogus", "bogus-k2", "exact5-k2", "charge5-k0", "base-f-f", "bogus-f", "base-f-k2"])
 def test_trim_variants_refuses_an_unknown_variant_before_the_set_up(tmp_path, variant):
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "VARIANTS": variant, "RESULTS": str(tmp_path / "r")})

@@ -20,8 +20,8 @@
 #   exact3   its control: the same with 3 passages (the recorded budgets); exactK for any K passages;
 #   NAME-kK  any variant above but exactK, searching with K passages (charge5-k2: charge5, 2 passages a
 #            search); both training and its evaluations search with K, with budgets to fit;
-#   NAME-f   any variant above trained only on the questions where INIT's group of rollouts had signal
-#            (the pass@k filter, helpers.question_filter: judged once from INIT with the first -f
+#   NAME-f   (last) any variant above trained only on the questions where INIT's group of rollouts had
+#            signal (the pass@k filter, helpers.question_filter: judged once from INIT with the first -f
 #            variant's reward and passages, before the first round; questions it did not judge, such as
 #            the synthetic ones, stay). Beside NAME it measures what dropping the groups that carry no
 #            gradient buys: informative groups a minute, and what the policy learns from them.
@@ -80,7 +80,7 @@ variant_args() {  # the --set arguments of a variant, one per line
     exact[1-9]|exact[1-9][0-9]) echo "trim.reward=exact_match"; echo "trim.reward_options={}"; echo "trim.synthetic_share=0"
       echo "trim.max_steps=400"; passages "trim" "$(variant_topk "$1")" ;;
     *-k[1-9]|*-k[1-9][0-9])  # any other variant searching with K passages
-      case ${1%-k*} in exact*|*-k*) return 1 ;; esac
+      case ${1%-k*} in exact*|*-k*|*-f) return 1 ;; esac  # -f comes last: gain5ns-k2-f
       variant_args "${1%-k*}" && passages "trim" "$(variant_topk "$1")" ;;
     *) return 1 ;;
   esac
