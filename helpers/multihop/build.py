@@ -178,7 +178,7 @@ def held_out(data_dir: Path) -> tuple[set[str], list[str]]:
 def check_all(candidates: list[dict], corpus: Corpus, index, held_ids: set[str], held_questions: list[str],
               verdicts: dict[str, dict], show_progress: bool = True, judged_only: bool = True) -> list[dict[str, bool]]:
     """Every check on every candidate (the repeat cap counts among those passing the rest); `judged_only` off:
-    a question of a pass in ``verify.JUDGED_ONLY`` without a verdict counts as passing (what to judge first)."""
+    a comparison (``verify.needs_verdict``) without a verdict counts as passing (what to judge first)."""
     texts_index = verify.TextIndex(held_questions)
     results = []
     for candidate in tqdm(candidates, desc="verify", unit=" questions", disable=not show_progress,

@@ -24,6 +24,7 @@ from helpers.multihop.chains import Corpus, Passage, distinct
 from helpers.multihop import kin_place, time_place, years
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
 from helpers.multihop.more_facts import CREDITS, EVENTS, POPULATION, TEMPLATES
+from helpers.multihop.verify import contains
 
 KINDS = ("bridge", "comparison")
 MAX_HOPS = 3
@@ -409,8 +410,6 @@ def _across_comparison(corpus: Corpus, seed_passage: Passage, title: str, desc: 
     found only through the others; A and B are named, X and Y only described. Refused: a partner whose year
     is X's (no answer), that shares a name with A or X, or whose seed passage B states either year (B alone
     would then decide it; the checks look at A)."""
-    from helpers.multihop.verify import contains
-
     lead = corpus.lead(title)
     relation = rng.choice(sorted(lead.years))
     year = lead.years[relation]

@@ -133,23 +133,17 @@ def rule_checks(candidate: dict, texts: list[str], index, held_ids: set[str], he
     }
 
 
-# passes whose questions are kept only with a passing verdict: the reader answers a comparison right from
-# both (all four) passages one time in five, so an unjudged one is more likely a question the policy
-# cannot learn from than one it can; for the same reason a comparison the first set of rules makes (``kind``
-# "comparison", no pass mark) is kept only with a passing verdict too
-JUDGED_ONLY = ("comparisons",)
-
-
 def needs_verdict(candidate: dict) -> bool:
-    """Whether `candidate` is kept only with a passing verdict: a comparison, or a question of a pass in
-    ``JUDGED_ONLY``."""
-    return candidate["kind"] == "comparison" or any(candidate.get(mark) for mark in JUDGED_ONLY)
+    """Whether `candidate` is kept only with a passing verdict: a comparison, of any set of rules. The reader
+    answers a comparison right from both (all four) passages one time in five, so an unjudged one is more
+    likely a question the policy cannot learn from than one it can; a bridge passes 60 to 77 % of the time,
+    so an unjudged bridge is kept (marked unchecked)."""
+    return candidate["kind"] == "comparison"
 
 
 def solvers(candidate: dict, verdicts: dict[str, dict], judged_only: bool = True) -> bool:
-    """A recorded verdict decides; a question no solver has seen passes (and is marked unchecked), but a
-    comparison or a question of a pass in ``JUDGED_ONLY`` (unless `judged_only` is off: which questions would be
-    kept if they passed)."""
+    """A recorded verdict decides; a question no solver has seen passes (and is marked unchecked), but not a
+    comparison (``needs_verdict``; unless `judged_only` is off: which questions would be kept if they passed)."""
     verdict = verdicts.get(candidate["id"])
     if verdict is None:
         return not (judged_only and needs_verdict(candidate))
