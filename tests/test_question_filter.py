@@ -90,3 +90,28 @@ def test_the_command_judges_the_pool_with_the_small_model_and_a_run_reads_its_fi
     kept = training_examples(TrainConfig(skip=2, limit=None, question_filter=str(out)))
     dropped = {qid for qid, v in saved["verdicts"].items() if not v["signal"]}
     assert not dropped & {ex.id for ex in kept}
+
+
+def test_the_pool_holds_the_synthetic_split_when_the_run_draws_from_it():
+    from helpers.session import SYNTHETIC_SPLIT
+
+    synthetic = load_examples(SYNTHETIC_SPLIT)
+    assert synthetic, "the synthetic split is built by make setup"
+    split_only = question_filter.pool(TrainConfig(skip=2), limit=3)
+    assert [ex.id for ex in split_only] == [ex.id for ex in training_examples(TrainConfig(skip=2))[:3]]
+    both = question_filter.pool(TrainConfig(skip=2, synthetic_share=0.5), limit=3)
+    assert [ex.id for ex in both] == [ex.id for ex in split_only] + [ex.id for ex in synthetic[:3]]
+    # the run filters its synthetic questions with the same file: a judged one without signal leaves
+    verdicts = {synthetic[0].id: {"signal": False, "passes": 0}}
+    assert synthetic[0] not in question_filter.apply(synthetic[:3], verdicts)
+
+
+def test_the_command_judges_the_synthetic_questions_of_a_run_that_mixes_them_in(tmp_path):
+    from helpers.session import SYNTHETIC_SPLIT
+
+    out = tmp_path / "filter.json"
+    summary = filter_command(["--preset", "cpu-dry", "--out", str(out), "--limit", "1", "--batch", "2",
+                              "--set", "grpo.synthetic_share=0.5"])
+    judged = sorted(json.loads(out.read_text())["verdicts"])
+    assert judged == sorted([training_examples(TrainConfig(skip=2))[0].id, load_examples(SYNTHETIC_SPLIT)[0].id])
+    assert summary["judged"] == 2 and len(summary["by_source"]) == 2

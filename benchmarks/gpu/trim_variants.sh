@@ -22,9 +22,10 @@
 #            search); both training and its evaluations search with K, with budgets to fit;
 #   NAME-f   (last) any variant above trained only on the questions where INIT's group of rollouts had
 #            signal (the pass@k filter, helpers.question_filter: judged once from INIT with the first -f
-#            variant's reward and passages, before the first round; questions it did not judge, such as
-#            the synthetic ones, stay). Beside NAME it measures what dropping the groups that carry no
-#            gradient buys: informative groups a minute, and what the policy learns from them.
+#            variant's reward and passages, before the first round, over the questions it draws: the
+#            split's and, with a synthetic share, the synthetic split's). Beside NAME it measures what
+#            dropping the groups that carry no gradient buys: informative groups a minute, and what the
+#            policy learns from them.
 # Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
 # ($R/<variant>_s<seed>/adapter) and evaluated side by side on the test split (for the record) and the
 # validation split (for choosing); then the next round. After every round `tables.md` and `verdicts.md`

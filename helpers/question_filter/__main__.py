@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from helpers import question_filter
 from helpers.question_filter import __doc__ as PACKAGE_DOC
 from helpers.question_filter import judge, write
 
@@ -17,7 +18,6 @@ def main(argv: Sequence[str] | None = None) -> dict:
     from helpers.engine import connect
     from helpers.experiment import PRESETS, make_plan
     from helpers.search import create_search_client
-    from helpers.session import training_examples
 
     parser = argparse.ArgumentParser(prog="python -m helpers.question_filter", description=PACKAGE_DOC.split("\n")[0])
     parser.add_argument("--preset", default="h200", choices=sorted(PRESETS))
@@ -25,7 +25,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
                                                           "exported adapter; default: the base model)")
     parser.add_argument("--out", required=True, help="the filter's JSON file")
     parser.add_argument("--stage", default=None, help="a staged recipe's GRPO stage whose reward and mix to use")
-    parser.add_argument("--limit", type=int, default=None, help="judge only the first N questions of the pool")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="judge only the first N questions of the split (and of the synthetic split, if the run draws from it)")
     parser.add_argument("--batch", type=int, default=64, help="questions rolled out at once")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
     args = parser.parse_args(argv)
@@ -39,9 +40,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         start = service.create_lora_training_client(base_model=config.resolved_model(), rank=config.lora_rank,
                                                     seed=config.seed)
     sampler = start.save_weights_and_get_sampling_client()
-    examples = training_examples(config)
-    if args.limit is not None:
-        examples = examples[:args.limit]
+    examples = question_filter.pool(config, args.limit)
     started = time.perf_counter()
     verdicts = judge(sampler, start.get_tokenizer(), create_search_client(config.search_backend), examples, config,
                      batch=args.batch)
