@@ -548,3 +548,19 @@ def test_wait_and_pack_returns_at_once_when_the_set_up_failed(tmp_path):
                           env={"PATH": "/usr/bin:/bin", "RESULTS": str(results), "OUT": str(out)})
     assert done.returncode == 0 and "setup failed" in done.stdout
     assert time.monotonic() - start < 10 and (out / "window.tgz").exists()
+
+
+def test_trim_variants_answers_is_exact_match_on_trims_mix_and_takes_passages_and_the_filter(tmp_path):
+    def sets(line):
+        words = line.split()
+        return [words[i + 1] for i, arg in enumerate(words) if arg == "--set"]
+
+    lines = _trim_variants(tmp_path, VARIANTS="answers answers-k2-f", SEEDS="1", INIT="x/adapter")
+    [plain] = [sets(c) for c in lines if "--stage grpo" in c and "/answers_s1 " in c + " "]
+    assert "trim.reward=exact_match" in plain and "trim.reward_options={}" in plain
+    assert not any(s.startswith(("trim.synthetic_share", "trim.search_topk", "trim.question_filter")) for s in plain)
+    [filtered] = [sets(c) for c in lines if "--stage grpo" in c and "/answers-k2-f_s1 " in c + " "]
+    assert "trim.reward=exact_match" in filtered and "trim.search_topk=2" in filtered
+    assert any(s.startswith("trim.question_filter=") for s in filtered)
+    [judged] = [sets(c) for c in lines if "-m helpers.question_filter " in c]
+    assert "trim.reward=exact_match" in judged and "trim.search_topk=2" in judged

@@ -14,6 +14,8 @@
 #   gain5ns  gain5 without synthetic questions (do the second searches it pays spread from them?);
 #   charge5  `search_gain` that only charges (gain 0.5, pay false): a second search that lost the answer
 #            its first search had found costs half the outcome; none earns more than its outcome;
+#   answers  exact match on `trim`'s mix (synthetic half, dynamic sampling): the staged recipe's stage that
+#            turns a habit into right answers, from a policy that already searches again;
 #   exact5   exact match, no synthetic questions, 5 passages a search (observation budget 256 tokens a
 #            passage, as `passage_budgets` in common.sh) until the minutes end: can the policy learn to read the passages
 #            that, untrained, cost it more answers than they found? Evaluated with 5 passages too;
@@ -78,6 +80,7 @@ variant_args() {  # the --set arguments of a variant, one per line
     gain5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}' ;;
     gain5ns) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}'; echo "trim.synthetic_share=0" ;;
     charge5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5, "pay": false}' ;;
+    answers) echo "trim.reward=exact_match"; echo "trim.reward_options={}" ;;
     exact[1-9]|exact[1-9][0-9]) echo "trim.reward=exact_match"; echo "trim.reward_options={}"; echo "trim.synthetic_share=0"
       echo "trim.max_steps=400"; passages "trim" "$(variant_topk "$1")" ;;
     *-k[1-9]|*-k[1-9][0-9])  # any other variant searching with K passages
@@ -107,7 +110,7 @@ if [ -n "$TRIM_MAX_STEPS" ]; then
   esac
 fi
 for variant in $VARIANTS; do
-  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, exactK; any but exactK with -kK; any with -f)"; exit 2; }
+  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, answers, exactK; any but exactK with -kK; any with -f)"; exit 2; }
 done
 
 log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEEDS stage=${STAGE_MIN}min"
