@@ -6,7 +6,9 @@ again in each dtype asked for, over the whole micro-batch and then row by row, a
 gradient stops being finite: which rows, their losses, their lowest trained log-probs (a token the
 sampler drew that the trainer finds very unlikely gives a large importance ratio), and whether the
 float32 replay is finite where bfloat16 is not (an overflow of the low-precision path) or neither is
-(the loss itself). On a CPU the 0.5B replays a 30-row micro-batch in minutes.
+(the loss itself). On a CPU the 0.5B replays a 30-row micro-batch in minutes. Another device runs
+other kernels: a fault of one device's kernel (cuDNN's masked attention on an H100, see
+`benchmarks/attention_mask_nan.py`) replays finite on a CPU in every dtype.
 
     python benchmarks/replay_non_finite.py /root/non_finite/run_x_step00012.pt --dtypes bfloat16,float32
     python benchmarks/replay_non_finite.py KEPT.pt --rows 0,3 --out replay.json

@@ -21,6 +21,32 @@ def _causal_lm(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+def decoder_inputs(attention_mask):
+    """(attention mask, position ids) to hand the decoder: no mask when every row is right-padded.
+
+    With right padding a causal decoder never lets a real position see a padding one (padding comes
+    after it), so the mask changes only the padding positions' own hidden states: no log-prob reads
+    them (their targets are < 0) and their gradient is zero. Without it the attention runs the causal
+    kernels an unpadded micro-batch runs. The positions then count on through the padding
+    (0..width-1; the real ones are the same): positions that stop increasing would be read by
+    transformers as packed sequences, and a mask made for them.
+
+    Why not pass the mask anyway: with one, PyTorch 2.11 on an H100 runs cuDNN's masked attention in
+    bfloat16, whose backward writes NaN into the query gradient when the key length is 64 modulo 128
+    and a query row's logsumexp is below ln(FLT_MAX) = -88.7 (the padded half of the last 128-key
+    tile is scored 0 instead of -inf, and exp(0 - lse) overflows). Qwen2.5-0.5B's layer-8 head 3,
+    whose keys carry a massive activation (logits down to about -600), has many such rows in a long
+    sequence, so a padded micro-batch of such a width made the whole step's gradient NaN (float32
+    was spared: cuDNN's attention has no float32 kernel)."""
+    import torch
+
+    if bool((attention_mask.cumprod(-1) == attention_mask).all()):
+        width = attention_mask.shape[-1]
+        return None, torch.arange(width, device=attention_mask.device).expand(attention_mask.shape[0], width)
+    # left padding or gaps: real positions could see masked ones
+    return attention_mask, (attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+
 def _chunk_logprobs(head, hidden, targets):
     import torch
 
@@ -51,9 +77,9 @@ def sequence_logprobs(model, input_ids, attention_mask, targets, chunk_bytes: in
     import torch
 
     lm = _causal_lm(model)
-    positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    mask, positions = decoder_inputs(attention_mask)
     hidden = lm.get_decoder()(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False
+        input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False
     ).last_hidden_state
     head = lm.get_output_embeddings()
     rows, vocab = hidden.shape[0], getattr(head, "out_features", None) or lm.config.vocab_size
