@@ -25,8 +25,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
                                                           "exported adapter; default: the base model)")
     parser.add_argument("--out", required=True, help="the filter's JSON file")
     parser.add_argument("--stage", default=None, help="a staged recipe's GRPO stage whose reward and mix to use")
-    parser.add_argument("--limit", type=int, default=None,
-                        help="judge only the first N questions of the split (and of the synthetic split, if the run draws from it)")
+    parser.add_argument("--limit", type=int, default=None, help="judge only the first N questions of the split "
+                                                                 "(and of the synthetic split, if the run draws it)")
     parser.add_argument("--batch", type=int, default=64, help="questions rolled out at once")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
     args = parser.parse_args(argv)
