@@ -86,8 +86,22 @@ def open_session(config: Any, service=None, search_client=None, examples=None,
 
 def training_examples(config: Any) -> list:
     """The run's questions: its split (data source, skip, limit), less what its question filter drops."""
-    examples = load_examples(config.split, data_source=config.data_source, limit=config.limit, skip=config.skip)
-    return filtered(examples, config)
+    return filtered(split_examples(config), config)
+
+
+def split_examples(config: Any) -> list:
+    """The run's split as its config selects it (data source, skip, limit), unfiltered."""
+    return load_examples(config.split, data_source=config.data_source, limit=config.limit, skip=config.skip)
+
+
+def question_pool(config: Any, limit: int | None = None) -> list:
+    """The questions a run draws from, before its question filter: its split's (data source, skip,
+    limit) and, when `config.synthetic_share` is above zero, the synthetic multi-hop split's, which the
+    run filters with the same file. `limit`: only the first N of each."""
+    parts = [split_examples(config)]
+    if config.synthetic_share > 0:
+        parts.append(load_examples(SYNTHETIC_SPLIT))
+    return [ex for part in parts for ex in (part if limit is None else part[:limit])]
 
 
 def filtered(examples: list, config: Any) -> list:

@@ -11,7 +11,7 @@ from helpers import question_filter
 from helpers.question_filter.__main__ import main as filter_command
 from helpers.data import SearchExample, load_examples
 from helpers.rollout import AssistantTurn, RolloutGroups, Trajectory, groups_of
-from helpers.session import training_examples
+from helpers.session import question_pool, training_examples
 from helpers.train import TrainConfig
 
 # right answers out of 4 rollouts per question: q0 some (signal), q1 none, q2 all, q3 some
@@ -97,9 +97,9 @@ def test_the_pool_holds_the_synthetic_split_when_the_run_draws_from_it():
 
     synthetic = load_examples(SYNTHETIC_SPLIT)
     assert synthetic, "the synthetic split is built by make setup"
-    split_only = question_filter.pool(TrainConfig(skip=2), limit=3)
+    split_only = question_pool(TrainConfig(skip=2), limit=3)
     assert [ex.id for ex in split_only] == [ex.id for ex in training_examples(TrainConfig(skip=2))[:3]]
-    both = question_filter.pool(TrainConfig(skip=2, synthetic_share=0.5), limit=3)
+    both = question_pool(TrainConfig(skip=2, synthetic_share=0.5), limit=3)
     assert [ex.id for ex in both] == [ex.id for ex in split_only] + [ex.id for ex in synthetic[:3]]
     # the run filters its synthetic questions with the same file: a judged one without signal leaves
     verdicts = {synthetic[0].id: {"signal": False, "passes": 0}}

@@ -10,9 +10,9 @@ policy a run starts from and the run's own reward, leaves a pool where most grou
     python -m helpers.question_filter --preset h200 --init-from results/h200_search/sft_adapter \\
         --out runs/question_filter.json            # then: --set grpo.question_filter=runs/question_filter.json
 
-The pool is the run's own: its split's questions and, when it mixes in the synthetic multi-hop
-split, that split's too (`pool`). The file holds, per judged question id, whether its group had
-signal and how many rollouts were exact matches. A run with `TrainConfig.question_filter` drops the
+The pool is the run's own (`helpers.session.question_pool`): its split's questions and, when it
+mixes in the synthetic multi-hop split, that split's too. The file holds, per judged question id,
+whether its group had signal and how many rollouts were exact matches. A run with `TrainConfig.question_filter` drops the
 judged questions without signal and keeps every question the filter did not judge. The policy
 improves during the run, so a question it never solved may become solvable: the filter is for the
 run's first minutes, and a run longer than a pass over the pool should be filtered again from a
@@ -22,7 +22,6 @@ them after about ten updates, and its groups agreed again).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,19 +77,6 @@ def load(path: str | Path) -> dict[str, dict]:
     if not isinstance(data, dict) or not isinstance(data.get("verdicts"), dict):
         raise ValueError(f"{path} is not a question filter (no 'verdicts'): make one with python -m helpers.question_filter")
     return data["verdicts"]
-
-
-def pool(config: Any, limit: int | None = None) -> list:
-    """The questions a run draws from, unfiltered: its split's (data source, skip, limit) and, when
-    `config.synthetic_share` is above zero, the synthetic multi-hop split's, which the run filters with
-    the same file. `limit`: only the first N of each."""
-    from helpers.data import load_examples
-    from helpers.session import SYNTHETIC_SPLIT, training_examples
-
-    parts = [training_examples(dataclasses.replace(config, question_filter=None))]
-    if config.synthetic_share > 0:
-        parts.append(load_examples(SYNTHETIC_SPLIT))
-    return [ex for part in parts for ex in (part if limit is None else part[:limit])]
 
 
 def apply(examples: Sequence[Any], verdicts: dict[str, dict]) -> list:

@@ -9,7 +9,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from helpers import question_filter
 from helpers.question_filter import __doc__ as PACKAGE_DOC
 from helpers.question_filter import judge, write
 
@@ -18,6 +17,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     from helpers.engine import connect
     from helpers.experiment import PRESETS, make_plan
     from helpers.search import create_search_client
+    from helpers.session import question_pool
 
     parser = argparse.ArgumentParser(prog="python -m helpers.question_filter", description=PACKAGE_DOC.split("\n")[0])
     parser.add_argument("--preset", default="h200", choices=sorted(PRESETS))
@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         start = service.create_lora_training_client(base_model=config.resolved_model(), rank=config.lora_rank,
                                                     seed=config.seed)
     sampler = start.save_weights_and_get_sampling_client()
-    examples = question_filter.pool(config, args.limit)
+    examples = question_pool(config, args.limit)
     started = time.perf_counter()
     verdicts = judge(sampler, start.get_tokenizer(), create_search_client(config.search_backend), examples, config,
                      batch=args.batch)
