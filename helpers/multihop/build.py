@@ -16,13 +16,15 @@ then the questions about the second set of rules' facts (``questions.ties_from_s
 into ``DATA_DIR/synthetic_ties.jsonl`` the same resumable way), the third set's
 (``questions.more_from_seed``, ``DATA_DIR/synthetic_more.jsonl``), the fourth set's
 (``questions.kin_place_from_seed``, ``DATA_DIR/synthetic_kin_place.jsonl``), the fifth set's
-(``questions.time_place_from_seed``, ``DATA_DIR/synthetic_time_place.jsonl``), and last the comparisons on
-the years all five sets read (``questions.comparisons_from_seed``, ``DATA_DIR/synthetic_comparisons.jsonl``),
-so that none moves an earlier question out of the repeat cap.
+(``questions.time_place_from_seed``, ``DATA_DIR/synthetic_time_place.jsonl``), the comparisons on the years all
+five sets read (``questions.comparisons_from_seed``, ``DATA_DIR/synthetic_comparisons.jsonl``), and last the
+seventh set's (``questions.names_members_from_seed``, ``DATA_DIR/synthetic_names_members.jsonl``), so that none
+moves an earlier question out of the repeat cap.
 
-The solvers' verdicts come from ``helpers/multihop/verdicts.jsonl`` (written on a GPU by
-``python -m helpers.multihop solve``); questions without a verdict are kept and marked
-``metadata.solver_checked = false``.
+The solvers' verdicts come from ``helpers/multihop/verdicts.jsonl`` (written by ``python -m helpers.multihop
+solve``, on a GPU or on this CPU); a bridge of the first six sets without a verdict is kept and marked
+``metadata.solver_checked = false``, a comparison or a question of the seventh set is not
+(``verify.needs_verdict``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from helpers.data import load_rows
 from helpers.multihop import verify
 from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.questions import (from_seed, kin_place_from_seed, more_from_seed, ties_from_seed,
-                                       time_place_from_seed, comparisons_from_seed)
+                                       time_place_from_seed, comparisons_from_seed, names_members_from_seed)
 from helpers.multihop.written import WRITTEN_FILE, load_written
 from helpers.runs import read_jsonl, write_jsonl
 from helpers.search.local import LocalIndex, read_corpus
@@ -57,14 +59,16 @@ MORE_FILE = "synthetic_more.jsonl"
 KIN_PLACE_FILE = "synthetic_kin_place.jsonl"
 TIME_PLACE_FILE = "synthetic_time_place.jsonl"
 COMPARISONS_FILE = "synthetic_comparisons.jsonl"
+NAMES_MEMBERS_FILE = "synthetic_names_members.jsonl"
 # the sets of rules after the first and the written questions, in the split's order: (mark, cache file)
 LATER_PASSES = (("ties", TIES_FILE), ("more", MORE_FILE), ("kin_place", KIN_PLACE_FILE),
-                ("time_place", TIME_PLACE_FILE), ("comparisons", COMPARISONS_FILE))
+                ("time_place", TIME_PLACE_FILE), ("comparisons", COMPARISONS_FILE),
+                ("names_members", NAMES_MEMBERS_FILE))
 REPORT_FILE = "synthetic_report.json"
 VERDICTS_FILE = Path(__file__).resolve().parent / "verdicts.jsonl"
 LICENSE = "CC BY-SA (derived from Wikipedia text)"
-RULE_MODULES = ("facts.py", "more_facts.py", "kin_place.py", "time_place.py", "years.py", "chains.py",
-                "questions.py", "verify.py")
+RULE_MODULES = ("facts.py", "more_facts.py", "kin_place.py", "time_place.py", "years.py", "names_members.py",
+                "chains.py", "questions.py", "verify.py")
 
 
 class Interrupted(RuntimeError):
@@ -249,9 +253,9 @@ def all_candidates(corpus: Corpus, out: Path, seed: int = SEED, written_path: st
                    show_progress: bool = True) -> list[dict]:
     """Every candidate in the order the split applies its repeat cap: the first set of rules', the
     written ones, the second set's (marked ``ties``), the third set's (marked ``more``), the fourth
-    set's (marked ``kin_place``), the fifth set's (marked ``time_place``), then the comparisons on every
-    set's years (marked ``comparisons``; a comparison's ``years`` field holds its two years); an id met
-    earlier is not repeated."""
+    set's (marked ``kin_place``), the fifth set's (marked ``time_place``), the comparisons on every
+    set's years (marked ``comparisons``; a comparison's ``years`` field holds its two years), then the
+    seventh set's (marked ``names_members``); an id met earlier is not repeated."""
     candidates = generate_candidates(corpus, out / CANDIDATES_FILE, seed, show_progress=show_progress)
     seen = {c["id"] for c in candidates}
     # a written question is checked against the passages it was written from: only where they exist

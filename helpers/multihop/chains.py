@@ -14,9 +14,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from helpers.multihop.facts import Lead, clean_title, read_lead
+from helpers.multihop.facts import Lead, clean_title, distinct, read_lead
 from helpers.multihop.kin_place import with_kin_place
 from helpers.multihop.more_facts import with_more
+from helpers.multihop.names_members import with_names_members
 from helpers.multihop.time_place import with_time_place
 from helpers.multihop.years import with_years
 from helpers.search.local import Passage, split_contents
@@ -74,6 +75,7 @@ class Corpus:
             lead = with_kin_place(with_more(read_lead(passage.id, passage.title, passage.text), passage.text),
                                   passage.text)
             lead = with_years(with_time_place(lead, passage.text))
+            lead = with_names_members(lead, passage.text)
             if lead is None:
                 continue
             known = self.leads.get(passage.title)
@@ -146,14 +148,6 @@ def fits_context(title: str, text: str) -> bool:
     words = [w.lower() for w in WORD.findall(hint) if len(w) >= 4 or w.isdigit()]
     lowered = text.lower()
     return any(re.search(rf"\b{re.escape(w)}", lowered) for w in words)
-
-
-def distinct(a: str, b: str) -> bool:
-    """Two entities are distinct when neither clean name contains the other ("Break Up" and
-    "Break-Up" are one name)."""
-    x = " ".join(WORD.findall(clean_title(a).lower()))
-    y = " ".join(WORD.findall(clean_title(b).lower()))
-    return bool(x) and bool(y) and f" {x} " not in f" {y} " and f" {y} " not in f" {x} "
 
 
 def _sentence_start(text: str, start: int) -> bool:

@@ -135,11 +135,21 @@ class Lead:
     kin_place: dict[str, str] = field(default_factory=dict)  # the fourth set's (``kin_place.with_kin_place``)
     time_place: dict[str, str] = field(default_factory=dict)  # the fifth set's (``time_place.with_time_place``)
     years: dict[str, str] = field(default_factory=dict)  # every set's years, for comparisons (``years.with_years``)
+    names_members: dict[str, str] = field(default_factory=dict)  # the seventh set's (``names_members``)
 
 
 def clean_title(title: str) -> str:
     """'Three Tall Women (play)' -> 'Three Tall Women': the name as running text writes it."""
     return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
+
+
+def distinct(a: str, b: str) -> bool:
+    """Two entities are distinct when neither clean name contains the other ("Break Up" and
+    "Break-Up" are one name). It lives here, not in ``chains``, so that a set of rules can refuse a
+    value that names the subject itself without importing the module that imports it."""
+    x = " ".join(re.findall(r"\w+", clean_title(a).lower()))
+    y = " ".join(re.findall(r"\w+", clean_title(b).lower()))
+    return bool(x) and bool(y) and f" {x} " not in f" {y} " and f" {y} " not in f" {x} "
 
 
 def lead_text(title: str, text: str) -> str:

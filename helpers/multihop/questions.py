@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from helpers.multihop.chains import Corpus, Passage, distinct
-from helpers.multihop import kin_place, time_place, years
+from helpers.multihop import kin_place, names_members, time_place, years
 from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
 from helpers.multihop.more_facts import CREDITS, EVENTS, POPULATION, TEMPLATES
 from helpers.multihop.verify import contains
@@ -139,6 +139,10 @@ def bridge_template(relation: str, choose: Callable[[Sequence[str]], str] = oper
     # the fifth set's (``time_place``): the year a war or a state began or ended, where a place lies
     if (template := time_place.template(relation, choose)) is not None:
         return template
+    # the seventh set's (``names_members``): another name, an eponym, a player's team, a musician's band, a
+    # character's work, a cast, the years a thing ran or a person held an office
+    if (template := names_members.template(relation, choose)) is not None:
+        return template
     return choose(BRIDGE_TEMPLATES[_template_key(relation)]).replace("{v}", RELATIONS[relation][0])
 
 
@@ -169,7 +173,7 @@ def unique_descriptions(corpus: Corpus, passage: Passage) -> dict[str, str]:
 
 def _facts(lead, rules: str) -> dict[str, str]:
     """The facts a pass asks about: the ``Lead`` field of its set of rules ("facts", "ties", "more",
-    "kin_place", "time_place")."""
+    "kin_place", "time_place", "names_members")."""
     return getattr(lead, rules)
 
 
@@ -202,6 +206,8 @@ def answer_forms(relation: str, value: str) -> list[str]:
     """'Cumbria, England' -> ['Cumbria', 'Cumbria, England']: a place with or without its region."""
     if relation in PLACE_RELATIONS and ", " in value:
         return [value.split(", ")[0], value]
+    if relation in names_members.SEVERAL_ANSWERS:  # a cast: each of its names is right
+        return value.split(names_members.CAST_JOIN)
     return [value]
 
 
@@ -251,6 +257,11 @@ def kin_place_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> lis
 def time_place_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
     """Bridge questions about the fifth set of rules' facts (``Lead.time_place``, ``time_place``)."""
     return _later_set_from_seed(corpus, seed_passage, seed, "time_place")
+
+
+def names_members_from_seed(corpus: Corpus, seed_passage: Passage, seed: int) -> list[Candidate]:
+    """Bridge questions about the seventh set of rules' facts (``Lead.names_members``, ``names_members``)."""
+    return _later_set_from_seed(corpus, seed_passage, seed, "names_members")
 
 
 def _later_set_from_seed(corpus: Corpus, seed_passage: Passage, seed: int, rules: str) -> list[Candidate]:

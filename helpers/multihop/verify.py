@@ -3,8 +3,9 @@
 In the order the split applies them (``CHECKS``):
 
 - ``answer_in_last_not_first``: a bridge's answer occurs in the last passage of the chain and
-  in no earlier one; for a comparison, each compared entity's year is in its own passage, the
-  years differ, and the seed passage states no hidden entity's year, so no passage alone decides;
+  in no earlier one (none of its answers, for a question with several: a film's cast); for a
+  comparison, each compared entity's year is in its own passage, the years differ, and the seed
+  passage states no hidden entity's year, so no passage alone decides;
 - ``names_hidden``: the question names no hidden entity (B, C) and, for a bridge, not the answer;
 - ``needs_second_search``: a BM25 top-3 on the raw question does not already hold every chain
   passage (otherwise one search is all the question asks for);
@@ -24,6 +25,7 @@ import re
 from collections.abc import Iterable
 
 from helpers.multihop.facts import clean_title
+from helpers.multihop.names_members import SEVERAL_ANSWERS
 from helpers.reward import normalize_answer as normalize
 
 CHECKS = ("answer_in_last_not_first", "names_hidden", "needs_second_search", "held_out_passages",
@@ -68,7 +70,10 @@ def answer_in_last_not_first(candidate: dict, texts: list[str]) -> bool:
         # the seed passage must not state a hidden entity's year, or it alone would decide
         return own and not any(contains(texts[0], year) for i, year in zip(where, years) if i > 0)
     answer = candidate["answers"][0]
-    return contains(texts[-1], answer) and not any(contains(text, answer) for text in texts[:-1])
+    # a question with several right answers (a film's cast) is answered from an earlier passage that states any
+    # of them; another relation's further answers are forms of the first ("Cumbria", "Cumbria, England")
+    others = candidate["answers"] if candidate.get("relation") in SEVERAL_ANSWERS else [answer]
+    return contains(texts[-1], answer) and not any(contains(text, a) for text in texts[:-1] for a in others)
 
 
 def names_hidden(candidate: dict) -> bool:
@@ -134,11 +139,13 @@ def rule_checks(candidate: dict, texts: list[str], index, held_ids: set[str], he
 
 
 def needs_verdict(candidate: dict) -> bool:
-    """Whether `candidate` is kept only with a passing verdict: a comparison, of any set of rules. The reader
-    answers a comparison right from both (all four) passages one time in five, so an unjudged one is more
-    likely a question the policy cannot learn from than one it can; a bridge passes 60 to 77 % of the time,
-    so an unjudged bridge is kept (marked unchecked)."""
-    return candidate["kind"] == "comparison"
+    """Whether `candidate` is kept only with a passing verdict: a comparison, of any set of rules, and a question
+    of the seventh set (``names_members``). The reader answers a comparison right from both (all four) passages
+    one time in five, so an unjudged one is more likely a question the policy cannot learn from than one it can;
+    a bridge of the first six sets passes 60 to 77 % of the time, so an unjudged one is kept (marked unchecked).
+    The seventh set asks for things the reader had not been asked before (another name of an entity it may give
+    by its usual name, a team, a band): until its verdicts say how often it passes, an unjudged one is not kept."""
+    return candidate["kind"] == "comparison" or bool(candidate.get("names_members"))
 
 
 def solvers(candidate: dict, verdicts: dict[str, dict], judged_only: bool = True) -> bool:
