@@ -5,8 +5,6 @@ without moving one of its rows."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from helpers.multihop import build, questions, verify
@@ -18,7 +16,7 @@ from helpers.multihop.names_members import with_names_members
 from helpers.multihop.time_place import with_time_place
 
 from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, assert_earlier_passes_unchanged,
-                                     assert_joins_last_and_moves_no_row, with_distractors)
+                                     assert_joins_last_and_moves_no_row, passing_verdicts, with_distractors)
 
 CUP = ("The Merrow Cup is a sailing trophy. Its first final was held off the Republic of Eastmark in the last days "
        "of the Marland War, watched by Rhys Morgan and reported by the Harbour Gazette.")
@@ -210,16 +208,9 @@ def test_the_seventh_set_does_not_change_the_earlier_sets_questions(corpus):
 # ------------------------------------------------------------------ the split
 
 
-def _passing_verdicts(corpus, path):
-    """A verdicts file in which every question of the pass passes (it keeps only judged questions)."""
-    made = [c for p in corpus.passages for c in questions.names_members_from_seed(corpus, p, build.SEED)]
-    path.write_text("".join(json.dumps({"id": c.id, "with_all": True, "with_first": False, "pass": True}) + "\n"
-                            for c in made))
-    return path
-
 
 def test_the_seventh_set_joins_the_split_last_and_moves_no_earlier_row(tmp_path, corpus, monkeypatch):
-    verdicts = _passing_verdicts(corpus, tmp_path / "verdicts.jsonl")
+    verdicts = passing_verdicts(corpus, tmp_path / "verdicts.jsonl", questions.names_members_from_seed, build.SEED)
     assert_joins_last_and_moves_no_row(build, corpus, tmp_path, monkeypatch, "names_members",
                                        "names_members_from_seed", verdicts_path=verdicts)
 

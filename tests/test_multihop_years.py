@@ -4,9 +4,6 @@ the first five sets."""
 
 from __future__ import annotations
 
-
-import json
-
 import pytest
 
 from helpers.multihop import build, questions, verify, years
@@ -14,7 +11,7 @@ from helpers.multihop.chains import Corpus, passages_from_rows
 from helpers.multihop.facts import Lead
 
 from fixtures.multihop_corpus import (BAND, FESTIVAL, POET, SCULPTOR, assert_earlier_passes_unchanged,
-                                     assert_joins_last_and_moves_no_row, with_distractors)
+                                     assert_joins_last_and_moves_no_row, passing_verdicts, with_distractors)
 
 TREATY = ("The Treaty of Calder is a peace treaty. It closed the Marland War and the Eastmark Rebellion, and its "
           "text was printed by the Harbour Gazette and the Quayside Courier.")
@@ -180,16 +177,9 @@ def test_the_sixth_pass_does_not_change_the_earlier_passes_questions(corpus):
                                     questions.comparisons_from_seed)
 
 
-def _passing_verdicts(corpus, path):
-    """A verdicts file in which every comparison the pass makes passes (it keeps only judged questions)."""
-    made = [c for p in corpus.passages for c in questions.comparisons_from_seed(corpus, p, build.SEED)]
-    path.write_text("".join(json.dumps({"id": c.id, "with_all": True, "with_first": False, "pass": True}) + "\n"
-                            for c in made))
-    return path
-
 
 def test_the_sixth_pass_joins_the_split_last_and_moves_no_earlier_row(tmp_path, corpus, monkeypatch):
-    verdicts = _passing_verdicts(corpus, tmp_path / "verdicts.jsonl")
+    verdicts = passing_verdicts(corpus, tmp_path / "verdicts.jsonl", questions.comparisons_from_seed, build.SEED)
     assert_joins_last_and_moves_no_row(build, corpus, tmp_path, monkeypatch, "comparisons", "comparisons_from_seed",
                                        verdicts_path=verdicts)
 
