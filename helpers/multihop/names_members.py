@@ -10,8 +10,8 @@ rules reads.
 - the person or thing the subject is **named after**: "It is named after the engineer Gustave Eiffel";
 - the **team** a player plays for, right after their description: "LeBron James is an American professional
   basketball player for the Los Angeles Lakers of the National Basketball Association";
-- the **band** a musician plays or sings in, named after the word band (group, duo, act): "Jim Morrison was
-  ... the lead vocalist of the rock band The Doors";
+- the **band** a musician plays or sings in, named after the word band (group, duo, act): "Freddie Mercury was
+  ... the singer of the rock band Queen";
 - the **work** a fictional character appears in: "Phoebe Halliwell is a fictional character from the American
   television series "Charmed"";
 - a film's or a series' **cast**, every name of it: "starring Nicolas Cage and Téa Leoni", "It stars Jon Heder,
@@ -129,7 +129,7 @@ PLAYER_NOUNS = frozenset("player footballer quarterback receiver back guard forw
 _TEAM = re.compile(rf"^\s+(?:who\s+(?:currently\s+)?plays\s+|currently\s+playing\s+|playing\s+)?for\s+(?:the\s+)?"
                    rf"(?:[A-Z][a-z]+\s+club\s+)?({_NAME}?)(?=\s+(?:of|in)\s+the\s+[A-Z]|\s+in\s+[A-Z]|\s*[,;.()]|\s*$)"
                    rf"(?!\s+and\s)")
-# "the lead vocalist of the rock band The Doors", "a founding member of the heavy metal band White Zombie",
+# "the singer of the rock band Queen", "a founding member of the heavy metal band White Zombie",
 # "lead guitarist for rock act Screaming Trees": the word band (group, duo, act) says what the name is
 _BAND = re.compile(rf"\b(?:lead\s+|rhythm\s+|bass\s+|founding\s+|former\s+|original\s+)?(?:vocalist|singer|"
                    rf"guitarist|bassist|drummer|keyboardist|frontman|member|co-founder|founder|percussionist|pianist|"
@@ -204,8 +204,8 @@ def _subjects(title: str, phrase: str) -> str:
 
 
 def _cast(names: str, title: str) -> str | None:
-    """The cast a list of names gives ("A, B and C" -> "A; B; C"), or None when it is too long to be a lead's
-    cast or names the work itself."""
+    """The cast a list of names gives ("A, B and C" -> "A; B; C"), or None when it is too long to be the cast an
+    opening sentence names, or names the work itself."""
     cast = [_trim_name(n) for n in re.split(r",\s+(?:and\s+)?|\s+and\s+", names) if n]
     # a name cut at an initial ("James V" of "James V. Kern") is no name
     if not 1 <= len(cast) <= MAX_CAST or not all(distinct(n, title) and len(n.split()[-1].rstrip(".")) > 1
