@@ -107,7 +107,7 @@ def test_a_one_word_name_with_punctuation_is_a_common_word_too():
 
 
 def test_entities_that_share_a_name_are_not_distinct():
-    from helpers.multihop.chains import distinct
+    from helpers.multihop.facts import distinct
 
     assert not distinct("Break Up (1998 film)", "Break-Up") and not distinct("Cambridge", "Cambridge University")
     assert distinct("Ann Vale", "Annapolis")

@@ -20,9 +20,9 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from helpers.multihop.chains import Corpus, Passage, distinct
+from helpers.multihop.chains import Corpus, Passage
 from helpers.multihop import kin_place, names_members, time_place, years
-from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title
+from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title, distinct
 from helpers.multihop.more_facts import CREDITS, EVENTS, POPULATION, TEMPLATES
 from helpers.multihop.verify import contains
 

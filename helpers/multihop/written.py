@@ -23,8 +23,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from helpers.multihop import verify
-from helpers.multihop.chains import Corpus, distinct
-from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title, read_lead
+from helpers.multihop.chains import Corpus
+from helpers.multihop.facts import LOCATED, MAKERS, RELATIONS, clean_title, distinct, read_lead
 from helpers.multihop.questions import (SEED_PLACE, answer_forms, article, bridge_template, candidate_id,
                                        described_links, entity_phrase, unique_descriptions)
 from helpers.multihop.solvers import greedy_lines, verdicts
