@@ -330,6 +330,29 @@ def test_trim_variants_leaves_the_f_variants_out_when_the_filter_fails_and_train
     assert "the -f variants are left out" in (tmp_path / "results" / "window.log").read_text()
 
 
+def test_trim_variants_caps_dynamic_sampling_rounds_for_r_variants_with_their_passages_and_filter(tmp_path):
+    lines = _trim_variants(tmp_path, VARIANTS="answers-k2 answers-k2-r1 answers-k2-r1-f", SEEDS="1")
+
+    def sets(name):
+        [line] = [c.split() for c in lines if "--stage grpo" in c and f"/{name} " in c + " "]
+        return [line[i + 1] for i, arg in enumerate(line) if arg == "--set"]
+
+    one = sets("answers-k2-r1_s1")
+    assert "trim.dynamic_sampling_rounds=1" in one and "trim.search_topk=2" in one and "trim.reward=exact_match" in one
+    assert not any("dynamic_sampling_rounds" in item for item in sets("answers-k2_s1"))  # the preset's rounds
+    filtered = sets("answers-k2-r1-f_s1")
+    assert "trim.dynamic_sampling_rounds=1" in filtered and any(item.startswith("trim.question_filter=") for item in filtered)
+    evaluations = [c.split() for c in lines if "--stage eval" in c and "answers-k2-r1_s1" in c]
+    assert len(evaluations) == 2 and all("eval.search_topk=2" in c for c in evaluations)
+
+
+@pytest.mark.parametrize("variant", ["answers-r1-k2", "answers-r0", "answers-f-r1", "answers-r1-r2"])
+def test_trim_variants_refuses_r_suffixes_out_of_order_or_zero_before_the_set_up(tmp_path, variant):
+    done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "VARIANTS": variant, "RESULTS": str(tmp_path / "r")})
+    assert done.returncode == 2 and f"unknown variant {variant}" in done.stdout
+
+
 @pytest.mark.parametrize("steps", ["0", "thirty", "-5", "1.5"])
 def test_trim_variants_refuses_a_trim_max_steps_that_is_not_a_count_before_the_set_up(tmp_path, steps):
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,

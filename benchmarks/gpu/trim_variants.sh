@@ -22,6 +22,9 @@
 #   exact3   its control: the same with 3 passages (the recorded budgets); exactK for any K passages;
 #   NAME-kK  any variant above but exactK, searching with K passages (charge5-k2: charge5, 2 passages a
 #            search); both training and its evaluations search with K, with budgets to fit;
+#   NAME-rN  any variant above (after its -kK) with at most N dynamic-sampling rounds a step instead of the
+#            preset's 3 (answers-k2-r1: one round of 16 questions x 8 rollouts, whatever their signal):
+#            what a step costs when dynamic sampling does not repeat its sampling;
 #   NAME-f   (last) any variant above trained only on the questions where INIT's group of rollouts had
 #            signal (the pass@k filter, helpers.question_filter: judged once from INIT with the first -f
 #            variant's reward and passages, before the first round, over the questions it draws: the
@@ -61,8 +64,9 @@ LIMIT=${LIMIT:-}  # questions of INIT's fullwiki evaluation and of the filter (e
 FILTER_CAP=${FILTER_CAP:-0.6}  # the filter runs alone, before the first round
 source "$(dirname "$0")/common.sh"
 
-variant_topk() {  # the passages a variant searches with (exactK, NAME-kK, either with -f); nothing for the recorded 3
+variant_topk() {  # the passages a variant searches with (exactK, NAME-kK, either with -rN and -f); nothing for the recorded 3
   local name=${1%-f}
+  case $name in *-r[1-9]) name=${name%-r*} ;; esac
   case $name in
     exact[1-9]|exact[1-9][0-9]) echo "${name#exact}" ;;
     *-k[1-9]|*-k[1-9][0-9]) echo "${name##*-k}" ;;
@@ -83,8 +87,11 @@ variant_args() {  # the --set arguments of a variant, one per line
     answers) echo "trim.reward=exact_match"; echo "trim.reward_options={}" ;;
     exact[1-9]|exact[1-9][0-9]) echo "trim.reward=exact_match"; echo "trim.reward_options={}"; echo "trim.synthetic_share=0"
       echo "trim.max_steps=400"; passages "trim" "$(variant_topk "$1")" ;;
+    *-r[1-9])  # any variant above with at most N dynamic-sampling rounds a step
+      case ${1%-r*} in *-r*|*-f) return 1 ;; esac
+      variant_args "${1%-r*}" && echo "trim.dynamic_sampling_rounds=${1##*-r}" ;;
     *-k[1-9]|*-k[1-9][0-9])  # any other variant searching with K passages
-      case ${1%-k*} in exact*|*-k*|*-f) return 1 ;; esac  # -f comes last: gain5ns-k2-f
+      case ${1%-k*} in exact*|*-k*|*-r*|*-f) return 1 ;; esac  # -rN and -f come after: gain5ns-k2-r1-f
       variant_args "${1%-k*}" && passages "trim" "$(variant_topk "$1")" ;;
     *) return 1 ;;
   esac
@@ -110,7 +117,7 @@ if [ -n "$TRIM_MAX_STEPS" ]; then
   esac
 fi
 for variant in $VARIANTS; do
-  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, answers, exactK; any but exactK with -kK; any with -f)"; exit 2; }
+  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, answers, exactK; any but exactK with -kK; any with -rN, then -f)"; exit 2; }
 done
 
 log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEEDS stage=${STAGE_MIN}min"
