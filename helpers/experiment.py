@@ -202,6 +202,15 @@ def _multi_search(metrics: dict, suffix: str = "") -> str:
     return f"≥2 {metrics['multi_search_share' + suffix]:.2f} (adv {_signed(metrics.get('multi_search_advantage_mean' + suffix))})"
 
 
+def _update(metrics: dict) -> str:
+    """What the step did to the weights: the sampler-trainer KL of an update, or why there was none."""
+    if not metrics.get("micro_batches"):  # every group agreed: zero advantage everywhere, nothing to train
+        return "no update (every group agreed)"
+    if metrics.get("optim_skipped"):
+        return "no update (non-finite gradient)"
+    return f"KL {metrics.get('kl_sampler_trainer_k3', float('nan')):.4f}"
+
+
 def _print_step(metrics: dict) -> None:
     sources = [key.split("/", 1)[1] for key in sorted(metrics) if key.startswith("multi_search_share/")]
     per_source = "".join(f"[{name} {_multi_search(metrics, '/' + name)}]  " for name in sources)
@@ -209,7 +218,7 @@ def _print_step(metrics: dict) -> None:
         f"step {metrics['step']:>3}  reward {metrics['reward_mean']:+.3f}  EM {metrics['exact_match']:.3f}  "
         f"format {metrics['valid_format_rate']:.2f}  searches {metrics['search_calls_mean']:.2f}  "
         f"{_multi_search(metrics)}  {per_source}degenerate {metrics['degenerate_group_share']:.2f}  "
-        f"KL {metrics.get('kl_sampler_trainer_k3', float('nan')):.4f}  {metrics['time_step']:.1f}s",
+        f"{_update(metrics)}  {metrics['time_step']:.1f}s",
         flush=True,
     )
 

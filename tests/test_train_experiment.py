@@ -250,3 +250,17 @@ def test_a_stage_command_exits_zero_with_its_engine_thread_stopped(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "r" / "eval" / "base_agent.jsonl").exists()
     assert "engine threads alive at exit: []" in done.stdout
+
+
+def test_the_step_line_says_when_a_step_made_no_update_and_why(capsys):
+    from helpers.experiment import _print_step
+
+    base = {"step": 3, "reward_mean": 0.4, "exact_match": 0.4, "valid_format_rate": 1.0, "search_calls_mean": 1.5,
+            "multi_search_share": 0.5, "degenerate_group_share": 0.5, "time_step": 6.6}
+    _print_step({**base, "micro_batches": 2, "kl_sampler_trainer_k3": 0.0004, "optim_skipped": 0.0})
+    _print_step({**base, "degenerate_group_share": 1.0, "micro_batches": 0})  # every group agreed
+    _print_step({**base, "micro_batches": 1, "kl_sampler_trainer_k3": float("nan"), "optim_skipped": 1.0})
+    trained, agreed, skipped = capsys.readouterr().out.splitlines()
+    assert "KL 0.0004" in trained and "no update" not in trained
+    assert "no update (every group agreed)" in agreed and "KL" not in agreed and "nan" not in agreed
+    assert "no update (non-finite gradient)" in skipped and "nan" not in skipped
