@@ -1,0 +1,139 @@
+"""How many answers does a policy lose reading, not finding? Its questions run twice, the second time with
+the gold passages handed to its first search.
+
+A policy that searched well still has to read: pick the asked attribute out of two passages, compare two
+dates, say "no". This evaluates a policy (greedy, as `helpers.eval` does) on one split and source twice on
+the same questions: once with the local BM25 index, once with a search that answers a query equal to the
+question (case, punctuation and articles ignored, as the evaluation's "first query rewritten" reads it)
+with the question's gold passages, at most the k a search returns; any other query, a rewritten first one
+or a second search, goes to the index as before. The second run's EM is what the policy makes of the
+evidence once it is in hand: the ceiling a better search alone could reach on those questions.
+
+    python benchmarks/reader_ceiling.py --model-path results/h200_replicas/gain5ns-k2_41/adapter --topk 2
+    python benchmarks/reader_ceiling.py --model-path ADAPTER --topk 2 --data-source nq --limit 100 --out r.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from helpers.search.types import SearchResult, SearchStats  # noqa: E402
+
+
+@dataclass
+class GoldFirstSearch:
+    """A search client: a query that is the question returns its gold passages; any other, `index`'s."""
+
+    index: object  # a LocalSearchClient: its topk, max_chars and corpus
+    gold: dict[str, list]  # the question, normalised -> its gold passages (helpers.search.local.Passage)
+    name: str = "gold-first"
+    handed: int = 0  # searches answered with gold passages
+    stats: SearchStats = field(default_factory=SearchStats)
+
+    @property
+    def topk(self) -> int:
+        return self.index.topk
+
+    def search(self, query: str) -> SearchResult:
+        from helpers.reward import normalize_answer
+        from helpers.search.local import passage_to_item
+
+        passages = self.gold.get(normalize_answer(str(query)))
+        if passages is None:
+            return self.index.search(query)
+        self.handed += 1
+        items = [passage_to_item(p, self.index.max_chars) for p in passages[: self.topk]]
+        result = SearchResult(ok=True, items=items, latency=0.0, status=200)
+        self.stats.record(result)
+        return result
+
+
+def gold_first_search(examples, index) -> GoldFirstSearch:
+    """The client for these examples: each question's gold passages, looked up in `index`'s corpus."""
+    from helpers.evidence import gold_passage_ids
+    from helpers.reward import normalize_answer
+
+    by_id = {p.id: p for p in index.index.passages}
+    gold = {}
+    for example in examples:
+        passages = [by_id[i] for i in gold_passage_ids(example) if i in by_id]
+        if passages:
+            gold[normalize_answer(example.question)] = passages
+    return GoldFirstSearch(index, gold)
+
+
+def summary(rows: list[dict]) -> dict:
+    """EM, how often every gold passage was read, EM on those, and on the yes/no questions."""
+    from helpers.evidence import is_yes_no
+
+    def read_all(row) -> bool:
+        gold = set(row.get("gold_passage_ids") or ())
+        seen = {i for ids in row.get("evidence_ids") or () for i in ids or ()}
+        return bool(gold) and gold <= seen
+
+    def em(part) -> float | None:
+        return round(sum(r["exact_match"] for r in part) / len(part), 3) if part else None
+
+    in_hand = [r for r in rows if read_all(r)]
+    yes_no = [r for r in rows if is_yes_no(r["answers"])]
+    return {"questions": len(rows), "em": em(rows), "lenient_em": round(sum(r["lenient_match"] for r in rows) / max(len(rows), 1), 3),
+            "two_searches": round(sum(r["search_calls"] >= 2 for r in rows) / max(len(rows), 1), 3),
+            "every_gold_read": len(in_hand), "em_every_gold_read": em(in_hand),
+            "em_rest": em([r for r in rows if not read_all(r)]),
+            "yes_no": len(yes_no), "em_yes_no": em(yes_no),
+            "said_yes": sum(str(r.get("answer") or "").strip().lower() == "yes" for r in yes_no)}
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-path", required=True, help="the policy's adapter (a LoRA export)")
+    parser.add_argument("--model", default=None, help="base model (default: the course's)")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--data-source", default="hotpotqa")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--topk", type=int, default=3, help="passages a search returns, as the policy was trained")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--out", default=None, help="JSON with both summaries and every row")
+    args = parser.parse_args(argv)
+
+    from helpers.data import load_examples
+    from helpers.eval import EvalConfig, evaluate
+    from helpers.search import create_search_client
+
+    examples = load_examples(args.split, data_source=args.data_source, limit=args.limit)
+    if not examples:
+        raise SystemExit(f"no {args.data_source!r} questions in split {args.split!r}: check --split and --data-source")
+    index = create_search_client("local", topk=args.topk)
+    gold_first = gold_first_search(examples, index)
+    if not gold_first.gold:
+        raise SystemExit(f"none of the {len(examples)} questions has gold passages in the corpus: nothing to hand over")
+    results, rows = {}, {}
+    for label, client in (("bm25", index), ("gold first", gold_first)):
+        config = EvalConfig(model=args.model, model_path=args.model_path, split=args.split, label=label,
+                            search_topk=args.topk, batch_size=args.batch, tracker="none")
+        started = time.perf_counter()
+        rows[label] = evaluate(config, search_client=client, examples=examples)
+        results[label] = {**summary(rows[label]), "seconds": round(time.perf_counter() - started, 1)}
+    results["gold first"]["searches_handed_gold"] = gold_first.handed
+    keys = ["questions", "em", "lenient_em", "two_searches", "every_gold_read", "em_every_gold_read", "em_rest",
+            "yes_no", "em_yes_no", "said_yes", "seconds"]
+    print(f"{args.model_path} on {args.split}/{args.data_source}, {args.topk} passages a search "
+          f"({gold_first.handed} first searches handed the gold passages)")
+    print("| search | " + " | ".join(keys) + " |")
+    print("|---" * (len(keys) + 1) + "|")
+    for label, s in results.items():
+        print(f"| {label} | " + " | ".join("–" if s[k] is None else str(s[k]) for k in keys) + " |")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "summaries": results, "rows": rows}, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main()
