@@ -11,6 +11,11 @@ evidence once it is in hand: the ceiling a better search alone could reach on th
 
     python benchmarks/reader_ceiling.py --model-path results/h200_replicas/gain5ns-k2_41/adapter --topk 2
     python benchmarks/reader_ceiling.py --model-path ADAPTER --topk 2 --data-source nq --limit 100 --out r.json
+    python benchmarks/reader_ceiling.py --model-path ADAPTER --topk 2 --searches gold --recorded ADAPTER/../eval/test.jsonl
+
+On two CPU cores the 0.5B takes about 20 s a HotpotQA question in batches of 50; `--searches gold` runs
+only the handed-over search, and `--recorded` sets the policy's recorded evaluation rows of the same
+questions beside it (a GPU's rows: the CPU reproduces most of its greedy answers, not every one).
 """
 
 from __future__ import annotations
@@ -100,7 +105,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--topk", type=int, default=3, help="passages a search returns, as the policy was trained")
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--out", default=None, help="JSON with both summaries and every row")
+    parser.add_argument("--searches", choices=("both", "bm25", "gold"), default="both",
+                        help="the index's search, the gold passages handed to the first, or both (default)")
+    parser.add_argument("--recorded", default=None, help="the policy's evaluation rows (JSONL) of these questions, "
+                        "summarised beside the runs")
+    parser.add_argument("--out", default=None, help="JSON with the summaries and every row")
     args = parser.parse_args(argv)
 
     from helpers.data import load_examples
@@ -115,13 +124,23 @@ def main(argv=None) -> dict:
     if not gold_first.gold:
         raise SystemExit(f"none of the {len(examples)} questions has gold passages in the corpus: nothing to hand over")
     results, rows = {}, {}
-    for label, client in (("bm25", index), ("gold first", gold_first)):
+    if args.recorded:
+        wanted = {str(example.id) for example in examples}
+        with open(args.recorded, encoding="utf-8") as handle:
+            recorded = [row for row in map(json.loads, handle) if str(row.get("id")) in wanted]
+        if len(recorded) != len(wanted):
+            raise SystemExit(f"{args.recorded} holds {len(recorded)} of the {len(wanted)} questions: pass the rows of "
+                             f"split {args.split!r}")
+        rows["recorded"], results["recorded"] = recorded, {**summary(recorded), "seconds": None}
+    runs = {"bm25": ("bm25", index), "gold": ("gold first", gold_first)}
+    for label, client in [runs[k] for k in runs if args.searches in (k, "both")]:
         config = EvalConfig(model=args.model, model_path=args.model_path, split=args.split, label=label,
                             search_topk=args.topk, batch_size=args.batch, tracker="none")
         started = time.perf_counter()
         rows[label] = evaluate(config, search_client=client, examples=examples)
         results[label] = {**summary(rows[label]), "seconds": round(time.perf_counter() - started, 1)}
-    results["gold first"]["searches_handed_gold"] = gold_first.handed
+    if "gold first" in results:
+        results["gold first"]["searches_handed_gold"] = gold_first.handed
     keys = ["questions", "em", "lenient_em", "two_searches", "every_gold_read", "em_every_gold_read", "em_rest",
             "yes_no", "em_yes_no", "said_yes", "seconds"]
     print(f"{args.model_path} on {args.split}/{args.data_source}, {args.topk} passages a search "

@@ -101,3 +101,35 @@ def test_summary_splits_em_by_whether_every_gold_passage_was_read_and_counts_yes
     assert (s["every_gold_read"], s["em_every_gold_read"], s["em_rest"]) == (2, 0.5, 0.5)
     assert (s["yes_no"], s["em_yes_no"], s["said_yes"]) == (2, 0.5, 2)
     assert reader_ceiling.summary([])["em"] is None
+
+
+def test_main_runs_the_gold_search_alone_beside_the_recorded_rows_and_refuses_rows_of_other_questions(
+        tmp_path, monkeypatch, index, capsys):
+    import json
+
+    import helpers.data
+    import helpers.eval
+    import helpers.search
+
+    monkeypatch.setattr(helpers.data, "load_examples", lambda *a, **k: [EXAMPLE])
+    monkeypatch.setattr(helpers.search, "create_search_client", lambda backend, topk: LocalSearchClient(index, topk=topk))
+    seen = []
+
+    def fake_evaluate(config, search_client=None, examples=None, **_):
+        seen.append(search_client.name)
+        return [{"id": "h1", "exact_match": True, "lenient_match": True, "search_calls": 1, "answers": ["x"],
+                 "answer": "x", "gold_passage_ids": ["g1", "g2"], "evidence_ids": [["g1", "g2"]]}]
+
+    monkeypatch.setattr(helpers.eval, "evaluate", fake_evaluate)
+    recorded = tmp_path / "test.jsonl"
+    recorded.write_text(json.dumps({"id": "h1", "exact_match": False, "lenient_match": False, "search_calls": 2,
+                                    "answers": ["x"], "answer": "y", "gold_passage_ids": [], "evidence_ids": []})
+                        + "\n" + json.dumps({"id": "other", "exact_match": True}) + "\n")
+    results = reader_ceiling.main(["--model-path", "a", "--topk", "2", "--searches", "gold", "--recorded", str(recorded)])
+    assert seen == ["gold-first"]  # the index's run left out
+    assert list(results) == ["recorded", "gold first"] and results["recorded"]["em"] == 0.0
+    assert results["gold first"]["em"] == 1.0 and results["gold first"]["every_gold_read"] == 1
+    assert "| recorded |" in capsys.readouterr().out
+    recorded.write_text(json.dumps({"id": "other", "exact_match": True}) + "\n")
+    with pytest.raises(SystemExit, match="holds 0 of the 1 questions"):
+        reader_ceiling.main(["--model-path", "a", "--searches", "gold", "--recorded", str(recorded)])
