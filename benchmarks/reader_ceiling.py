@@ -13,7 +13,7 @@ evidence once it is in hand: the ceiling a better search alone could reach on th
     python benchmarks/reader_ceiling.py --model-path ADAPTER --topk 2 --data-source nq --limit 100 --out r.json
     python benchmarks/reader_ceiling.py --model-path ADAPTER --topk 2 --searches gold --recorded ADAPTER/../eval/test.jsonl
 
-On two CPU cores the 0.5B takes about 20 s a HotpotQA question in batches of 50; `--searches gold` runs
+On two CPU cores the 0.5B takes about 20 s a HotpotQA question (batches of 50, nothing else running); `--searches gold` runs
 only the handed-over search, and `--recorded` sets the policy's recorded evaluation rows of the same
 questions beside it (a GPU's rows: the CPU reproduces most of its greedy answers, not every one).
 """
