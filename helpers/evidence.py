@@ -228,7 +228,7 @@ def row_evidence(row: Mapping[str, Any], search: Any = None) -> EvidenceReport:
 # --------------------------------------------------------------------------- finding or reading
 
 
-def _all_gold_read(row: Mapping[str, Any]) -> bool | None:
+def all_gold_read(row: Mapping[str, Any]) -> bool | None:
     """Were every gold passage among the passages the row's searches returned? None when unknown."""
     gold, read = gold_passage_ids(row), row.get("evidence_ids")
     if not gold or read is None or any(ids is None for ids in read):
@@ -243,7 +243,7 @@ def finding_and_reading(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
     a finding error. Rows without gold passages or stored evidence ids are left out (`n` counts the rest)."""
     groups: dict[str, list[tuple[bool, bool]]] = {}
     for row in rows:
-        found = _all_gold_read(row)
+        found = all_gold_read(row)
         if found is None:
             continue
         item = (found, bool(row.get("exact_match")))
