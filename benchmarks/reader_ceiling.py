@@ -24,54 +24,11 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.search.types import SearchResult, SearchStats  # noqa: E402
-
-
-@dataclass
-class GoldFirstSearch:
-    """A search client: a query that is the question returns its gold passages; any other, `index`'s."""
-
-    index: object  # a LocalSearchClient: its topk, max_chars and corpus
-    gold: dict[str, list]  # the question, normalised -> its gold passages (helpers.search.local.Passage)
-    name: str = "gold-first"
-    handed: int = 0  # searches answered with gold passages
-    stats: SearchStats = field(default_factory=SearchStats)
-
-    @property
-    def topk(self) -> int:
-        return self.index.topk
-
-    def search(self, query: str) -> SearchResult:
-        from helpers.reward import normalize_answer
-        from helpers.search.local import passage_to_item
-
-        passages = self.gold.get(normalize_answer(str(query)))
-        if passages is None:
-            return self.index.search(query)
-        self.handed += 1
-        items = [passage_to_item(p, self.index.max_chars) for p in passages[: self.topk]]
-        result = SearchResult(ok=True, items=items, latency=0.0, status=200)
-        self.stats.record(result)
-        return result
-
-
-def gold_first_search(examples, index) -> GoldFirstSearch:
-    """The client for these examples: each question's gold passages, looked up in `index`'s corpus."""
-    from helpers.evidence import gold_passage_ids
-    from helpers.reward import normalize_answer
-
-    by_id = {p.id: p for p in index.index.passages}
-    gold = {}
-    for example in examples:
-        passages = [by_id[i] for i in gold_passage_ids(example) if i in by_id]
-        if passages:
-            gold[normalize_answer(example.question)] = passages
-    return GoldFirstSearch(index, gold)
+from helpers.search.gold_first import gold_first_search  # noqa: E402
 
 
 def summary(rows: list[dict]) -> dict:

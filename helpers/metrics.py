@@ -181,13 +181,18 @@ def search_counters(search_client) -> dict[str, float]:
         return {}
     values = dict(stats.as_dict())
     values["total_latency"] = getattr(stats, "total_latency", 0.0)
+    if hasattr(search_client, "handed"):  # a reading curriculum's searches answered with gold passages
+        values["gold_handed"] = search_client.handed
     return values
 
 
 def search_metrics(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """The search client's counters over one step."""
-    return {
+    metrics = {
         **{f"search_{key}": after.get(key, 0) - before.get(key, 0) for key in ("requests", "errors", "timeouts")},
         # Searches run concurrently, so this is summed latency, not wall time.
         "time_search_latency_sum": after.get("total_latency", 0.0) - before.get("total_latency", 0.0),
     }
+    if "gold_handed" in after:
+        metrics["search_gold_handed"] = after["gold_handed"] - before.get("gold_handed", 0)
+    return metrics

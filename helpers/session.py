@@ -19,6 +19,7 @@ from helpers.multihop.build import SPLIT as SYNTHETIC_SPLIT
 from helpers.rubrics import as_example, load_rubric_prompts
 from helpers.runs import RunDir, materialise_checkpoint, result, resume_checkpoint
 from helpers.search import check_client_topk, create_search_client
+from helpers.search.gold_first import gold_first_search
 
 
 @dataclass
@@ -79,6 +80,9 @@ def open_session(config: Any, service=None, search_client=None, examples=None,
     session.optimised = bool(last and last.get("has_optimizer", True))
     if config.synthetic_share > 0:
         session.synthetic = filtered(load_examples(SYNTHETIC_SPLIT), config)
+    if getattr(config, "gold_first_share", 0) > 0:  # the reading curriculum: after the questions are known
+        session.search_client = gold_first_search(session.examples + session.synthetic, search_client,
+                                                  share=config.gold_first_share, fill=True)
     if config.rubric_share > 0:
         session.rubric = [as_example(p) for p in load_rubric_prompts(config.rubric_prompts)]
     return session

@@ -90,6 +90,8 @@ class TrainConfig:
     balance_sources: bool = False
     # share of each batch drawn from the synthetic multi-hop split (questions that need a second search)
     synthetic_share: float = 0.0
+    # share of questions whose first search returns every gold passage (a reading curriculum: gold_first)
+    gold_first_share: float = 0.0
     rubric_share: float = 0.0  # share of each batch that is rubric prompts (helpers.rubrics; the post: 0.1)
     rubric_prompts: str | None = None  # the prompts a pass@k filter kept (its JSON file); None: the rubric set
     limit: int | None = None  # use only the first N questions of the split (tiny runs)
@@ -108,6 +110,8 @@ class TrainConfig:
             raise ValueError(f"dynamic_sampling_rounds and dynamic_sampling_draw must be >= 1, got "
                              f"{self.dynamic_sampling_rounds} and {self.dynamic_sampling_draw}")
         check_search_topk(self.search_topk)
+        if not 0 <= self.gold_first_share <= 1:
+            raise ValueError(f"gold_first_share is a share of the questions, within [0, 1], got {self.gold_first_share}")
 
     def rollout_config(self, step: int = 0) -> RolloutConfig:
         # a fixed seed per step: a resumed step resamples the same

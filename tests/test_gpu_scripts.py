@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -344,6 +345,58 @@ def test_trim_variants_caps_dynamic_sampling_rounds_for_r_variants_with_their_pa
     assert "trim.dynamic_sampling_rounds=1" in filtered and any(item.startswith("trim.question_filter=") for item in filtered)
     evaluations = [c.split() for c in lines if "--stage eval" in c and "answers-k2-r1_s1" in c]
     assert len(evaluations) == 2 and all("eval.search_topk=2" in c for c in evaluations)
+
+
+def test_trim_variants_trains_read_on_answers_mix_with_half_the_gold_handed_over_and_evaluates_it_plainly(tmp_path):
+    lines = _trim_variants(tmp_path, VARIANTS="read-k2 answers-k2", SEEDS="1")
+
+    def sets(line):
+        words = line.split()
+        return [words[i + 1] for i, arg in enumerate(words) if arg == "--set"]
+
+    [read] = [sets(c) for c in lines if "--stage grpo" in c and "/read-k2_s1 " in c + " "]
+    [answers] = [sets(c) for c in lines if "--stage grpo" in c and "/answers-k2_s1 " in c + " "]
+    assert "trim.gold_first_share=0.5" in read and set(read) - {"trim.gold_first_share=0.5"} == set(answers)
+    evaluations = [sets(c) for c in lines if "--stage eval" in c and "read-k2_s1" in c]
+    # evaluated with the index alone: the curriculum is a training setting, never an evaluation's
+    assert len(evaluations) == 2 and all("eval.search_topk=2" in e and not any("gold" in i for i in e) for e in evaluations)
+
+
+def test_trim_variants_without_evaluations_trains_exports_and_reports_throughput_only(tmp_path):
+    lines = _trim_variants(tmp_path, VARIANTS="answers-k2-r1", SEEDS="1", EVALS="0")
+    assert any("--stage grpo" in c for c in lines) and any("bench_grpo_gpu.py report" in c for c in lines)
+    assert not any("--stage eval" in c or "helpers.analyse" in c or "helpers.course.seeds" in c for c in lines)
+    assert "all done" in (tmp_path / "results" / "window.log").read_text()
+    done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "EVALS": "no", "RESULTS": str(tmp_path / "r2")})
+    assert done.returncode == 2 and "throughput only" in done.stdout
+
+
+def test_read_window_runs_read_then_both_ceilings_then_the_two_throughput_runs_each_alone(tmp_path):
+    calls = tmp_path / "calls.txt"
+    python = tmp_path / "python"
+    python.write_text('#!/bin/bash\necho "$*" >> "%s"\n' % calls)
+    python.chmod(0o755)
+    done = subprocess.run(["bash", str(GPU / "read_window.sh")], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "RESULTS": str(tmp_path / "results"),
+                               "WORK": str(tmp_path / "work"), "BUNDLE": str(tmp_path / "none"), "INIT": "x/adapter",
+                               "INIT_EVAL": str(tmp_path / "none.jsonl")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = calls.read_text().splitlines()
+    grpo = [c for c in lines if "--stage grpo" in c]
+    assert [re.search(r"/([^/ ]+_s1) ", c).group(1) for c in grpo] == ["read-k2_s1", "answers-k2-r1_s1", "answers-k2_s1"]
+    assert all("--init-from x/adapter" in c for c in grpo)
+    ceilings = [c for c in lines if "reader_ceiling.py" in c]
+    assert sorted(c.split("--model-path ")[1].split()[0] for c in ceilings) == sorted(
+        ["x/adapter", str(tmp_path / "results" / "read-k2_s1" / "adapter")])
+    assert all("--searches gold" in c and "--topk 2" in c for c in ceilings)
+    # the read run alone is evaluated; the throughput runs are not
+    assert {re.search(r"--out (\S+)", c).group(1).split("/results/")[1] for c in lines if "--stage eval" in c} == {
+        "read-k2_s1", "read-k2_s1/validation"}
+    log = (tmp_path / "results" / "window.log").read_text()
+    assert "ceilings done" in log and log.index("all done") < log.index("ceilings done")
+    for run in ("tp_r1", "tp_r3"):
+        assert "all done" in (tmp_path / "results" / run / "window.log").read_text()
 
 
 @pytest.mark.parametrize("variant", ["answers-r1-k2", "answers-r0", "answers-f-r1", "answers-r1-r2"])

@@ -13,6 +13,7 @@ from fixtures.doubles import ScriptedSamplingClient, call
 from helpers.data import SearchExample
 from helpers.eval import EvalConfig, evaluate
 from helpers.models import load_tokenizer
+from helpers.search.gold_first import gold_first_search
 from helpers.search.local import LocalIndex, LocalSearchClient
 
 spec = importlib.util.spec_from_file_location(
@@ -43,7 +44,7 @@ def ids(result):
 
 def test_a_query_that_is_the_question_gets_its_gold_passages_up_to_k_and_any_other_the_index(index):
     bm25 = LocalSearchClient(index, topk=2)
-    client = reader_ceiling.gold_first_search([EXAMPLE], bm25)
+    client = gold_first_search([EXAMPLE], bm25)
     assert client.topk == 2
     assert ids(bm25.search(QUESTION))[0] == "d1"  # what the index alone returns first
     # case, punctuation and articles ignored, as the evaluation's "first query rewritten" reads a query
@@ -56,7 +57,7 @@ def test_a_query_that_is_the_question_gets_its_gold_passages_up_to_k_and_any_oth
 
 def test_questions_without_gold_passages_in_the_corpus_are_left_to_the_index(index):
     unknown = SearchExample("h2", "Who founded Coventry?", ["x"], "hotpotqa", {"gold_passage_ids": ["nowhere"]})
-    client = reader_ceiling.gold_first_search([unknown], LocalSearchClient(index, topk=2))
+    client = gold_first_search([unknown], LocalSearchClient(index, topk=2))
     assert client.gold == {}
     assert ids(client.search("Who founded Coventry?")) == ids(LocalSearchClient(index, topk=2).search("Who founded Coventry?"))
 
@@ -79,7 +80,7 @@ def test_the_gold_first_run_measures_what_the_policy_makes_of_the_gold_passages(
         return scripted
 
     for label, client in (("bm25", LocalSearchClient(index, topk=2)),
-                          ("gold first", reader_ceiling.gold_first_search([EXAMPLE], LocalSearchClient(index, topk=2)))):
+                          ("gold first", gold_first_search([EXAMPLE], LocalSearchClient(index, topk=2)))):
         rows[label] = evaluate(config, search_client=client, examples=[EXAMPLE], progress=False,
                                sampling_client=sampler())
     bm25, gold = (reader_ceiling.summary(rows[k]) for k in ("bm25", "gold first"))

@@ -16,6 +16,11 @@
 #            its first search had found costs half the outcome; none earns more than its outcome;
 #   answers  exact match on `trim`'s mix (synthetic half, dynamic sampling): the staged recipe's stage that
 #            turns a habit into right answers, from a policy that already searches again;
+#   read     `answers` with a reading curriculum: on half of the questions (a fixed half, hashed) the
+#            first search, when its query is the question, returns every gold passage in the index's top k
+#            (helpers.search.gold_first); the rest, and every other search, meet the index. Rollouts of a
+#            handed-over question differ only in how they read, so exact match trains reading. Evaluated
+#            with the index alone, as every policy;
 #   exact5   exact match, no synthetic questions, 5 passages a search (observation budget 256 tokens a
 #            passage, as `passage_budgets` in common.sh) until the minutes end: can the policy learn to read the passages
 #            that, untrained, cost it more answers than they found? Evaluated with 5 passages too;
@@ -31,6 +36,7 @@
 #            split's and, with a synthetic share, the synthetic split's). Beside NAME it measures what
 #            dropping the groups that carry no gradient buys: informative groups a minute, and what the
 #            policy learns from them.
+# EVALS=0 leaves the evaluations and tables out (a run measured for its throughput only).
 # Each round: the variants train side by side (each capped at CAP of the GPU's memory), are exported
 # ($R/<variant>_s<seed>/adapter) and evaluated side by side on the test split (for the record) and the
 # validation split (for choosing); then the next round. After every round `tables.md` and `verdicts.md`
@@ -58,6 +64,7 @@ CAP=${CAP:-0.3}
 # trainer tokens a second set them against the other rounds
 KEEP_ACTIVATIONS_SEEDS=${KEEP_ACTIVATIONS_SEEDS-1}  # empty: every seed recomputes
 FULLWIKI=${FULLWIKI:-0}
+EVALS=${EVALS:-1}
 INIT_TOPK=${INIT_TOPK:-3}  # the passages a search INIT was trained with (its fullwiki evaluation uses them)
 TRIM_MAX_STEPS=${TRIM_MAX_STEPS:-}  # updates a stage at most (empty: the preset's, 15 for h200_again's `trim`)
 LIMIT=${LIMIT:-}  # questions of INIT's fullwiki evaluation and of the filter (empty: all; a CPU dry run sets a few)
@@ -85,6 +92,7 @@ variant_args() {  # the --set arguments of a variant, one per line
     gain5ns) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5}'; echo "trim.synthetic_share=0" ;;
     charge5) echo "trim.reward=search_gain"; echo 'trim.reward_options={"gain": 0.5, "pay": false}' ;;
     answers) echo "trim.reward=exact_match"; echo "trim.reward_options={}" ;;
+    read) variant_args answers && echo "trim.gold_first_share=0.5" ;;
     exact[1-9]|exact[1-9][0-9]) echo "trim.reward=exact_match"; echo "trim.reward_options={}"; echo "trim.synthetic_share=0"
       echo "trim.max_steps=400"; passages "trim" "$(variant_topk "$1")" ;;
     *-r[1-9])  # any variant above with at most N dynamic-sampling rounds a step
@@ -116,8 +124,9 @@ if [ -n "$TRIM_MAX_STEPS" ]; then
     *[!0-9]*|0*) echo "TRIM_MAX_STEPS must be a whole number of updates above 0, not $TRIM_MAX_STEPS"; exit 2 ;;
   esac
 fi
+case $EVALS in 0|1) ;; *) echo "EVALS is 1 (evaluate every policy) or 0 (throughput only), not $EVALS"; exit 2 ;; esac
 for variant in $VARIANTS; do
-  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, answers, exactK; any but exactK with -kK; any with -rN, then -f)"; exit 2; }
+  variant_args "$variant" >/dev/null || { echo "unknown variant $variant (base, synth25, nosynth, tool4, gain5, gain5ns, charge5, answers, read, exactK; any but exactK with -kK; any with -rN, then -f)"; exit 2; }
 done
 
 log "start trim_variants preset=$PRESET init=$INIT variants=$VARIANTS seeds=$SEEDS stage=${STAGE_MIN}min"
@@ -158,6 +167,7 @@ for round in $SEEDS; do
   done
   wait "${pids[@]}"
   log "round s$round exported"
+  [ "$EVALS" = 0 ] && continue  # throughput only
   pids=()
   for seed in ${round//,/ }; do
     for variant in $VARIANTS; do
@@ -198,6 +208,6 @@ for round in $SEEDS; do
   log "round s$round verdicts: status $?"
 done
 "$PY" benchmarks/bench_grpo_gpu.py report "$WORK"/*/grpo_* --out "$R/throughput.json" 2>&1 | tee -a "$R/window.log"
-cat "$R/verdicts.md" "$R/tables.md" >>"$R/window.log"
+cat "$R/verdicts.md" "$R/tables.md" >>"$R/window.log" 2>/dev/null
 grep -h "engine: non-finite" "$R"/*.log >"$R/non_finite.log" 2>/dev/null; log "non-finite lines: $(wc -l <"$R/non_finite.log")"
 log "all done"
