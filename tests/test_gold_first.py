@@ -57,6 +57,18 @@ def test_filled_the_gold_passage_takes_the_lowest_ranked_others_place_and_the_co
     assert ids(filled.search("Lit band Razzle")) == ids(bm25.search("Lit band Razzle"))
 
 
+def test_a_failing_index_leaves_the_handed_over_search_its_gold_passages(index):
+    client = gold_first_search([ONE_GOLD], LocalSearchClient(index, topk=2), fill=True)
+
+    def broken(query, k):
+        raise OSError("index file gone")
+
+    client.index._index = type("Broken", (), {"search": staticmethod(broken), "passages": index.passages})()
+    assert ids(client.search(QUESTION)) == ["g1"] and client.handed == 1
+    other = client.search("Lit band Razzle")  # the index's own client turns its fault into an error result
+    assert not other.ok and "index file gone" in other.error
+
+
 def test_handed_over_searches_count_in_the_step_metrics_beside_the_index_searches(index):
     client = gold_first_search([ONE_GOLD], LocalSearchClient(index, topk=2), fill=True)
     before = search_counters(client)

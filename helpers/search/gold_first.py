@@ -15,7 +15,8 @@ hash of the question, not drawn per rollout, so every rollout of a question sees
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from helpers.evidence import gold_passage_ids
 from helpers.reward import normalize_answer
@@ -47,6 +48,7 @@ class GoldFirstSearch:
     fill: bool = False
     name: str = "gold-first"
     handed: int = 0  # searches answered with gold passages
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # rollouts search in a pool
 
     @property
     def topk(self) -> int:
@@ -62,7 +64,10 @@ class GoldFirstSearch:
             return self.index.search(query)
         gold = passages[: self.topk]
         if self.fill:
-            ranked = self.index.index.search(str(query), k=self.topk)
+            try:
+                ranked = self.index.index.search(str(query), k=self.topk)
+            except Exception:  # never raise into a rollout: the gold passages alone, then
+                ranked = []
             wanted = {p.id for p in gold}
             missing = [p for p in gold if p.id not in {r.id for r in ranked}]
             others = [r for r in ranked if r.id not in wanted]
@@ -70,7 +75,8 @@ class GoldFirstSearch:
             dropped = {r.id for r in others[-len(missing):]} if missing else set()
             gold = [r for r in ranked if r.id not in dropped] + missing
             gold = gold[: self.topk]
-        self.handed += 1
+        with self._lock:
+            self.handed += 1
         items = [passage_to_item(p, self.index.max_chars) for p in gold]
         result = SearchResult(ok=True, items=items, latency=0.0, status=200)
         self.index.stats.record(result)
