@@ -28,27 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from helpers.evidence import reader_summary as summary  # noqa: E402
 from helpers.search.gold_first import gold_first_search  # noqa: E402
-
-
-def summary(rows: list[dict]) -> dict:
-    """EM, how often every gold passage was read, EM on those, and on the yes/no questions."""
-    from helpers.evidence import all_gold_read, is_yes_no
-
-    def read_all(row) -> bool:  # a row whose gold passages or evidence are unknown counts as not read
-        return all_gold_read(row) is True
-
-    def em(part) -> float | None:
-        return round(sum(r["exact_match"] for r in part) / len(part), 3) if part else None
-
-    in_hand = [r for r in rows if read_all(r)]
-    yes_no = [r for r in rows if is_yes_no(r["answers"])]
-    return {"questions": len(rows), "em": em(rows), "lenient_em": round(sum(r["lenient_match"] for r in rows) / max(len(rows), 1), 3),
-            "two_searches": round(sum(r["search_calls"] >= 2 for r in rows) / max(len(rows), 1), 3),
-            "every_gold_read": len(in_hand), "em_every_gold_read": em(in_hand),
-            "em_rest": em([r for r in rows if not read_all(r)]),
-            "yes_no": len(yes_no), "em_yes_no": em(yes_no),
-            "said_yes": sum(str(r.get("answer") or "").strip().lower() == "yes" for r in yes_no)}
 
 
 def main(argv=None) -> dict:

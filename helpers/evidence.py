@@ -262,6 +262,28 @@ def finding_and_reading(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
     return table
 
 
+def reader_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """How a policy read, over evaluation rows: strict and lenient EM, the share that searched twice, how
+    many questions ended with every gold passage read and EM on those and on the rest (a row whose gold
+    passages or evidence are unknown counts with the rest), and on the yes/no questions EM and how often
+    the answer was "yes". Run on the same questions with the index's passages and with the gold passages
+    handed over (`helpers.search.gold_first`), the difference is what better evidence alone buys."""
+    def em(part) -> float | None:
+        return round(sum(bool(r["exact_match"]) for r in part) / len(part), 3) if part else None
+
+    def share(count: int) -> float:
+        return round(count / max(len(rows), 1), 3)
+
+    in_hand = [r for r in rows if all_gold_read(r) is True]
+    yes_no = [r for r in rows if is_yes_no(r["answers"])]
+    return {"questions": len(rows), "em": em(rows), "lenient_em": share(sum(bool(r["lenient_match"]) for r in rows)),
+            "two_searches": share(sum(r["search_calls"] >= 2 for r in rows)),
+            "every_gold_read": len(in_hand), "em_every_gold_read": em(in_hand),
+            "em_rest": em([r for r in rows if all_gold_read(r) is not True]),
+            "yes_no": len(yes_no), "em_yes_no": em(yes_no),
+            "said_yes": sum(normalize_answer(str(r.get("answer") or "")) == "yes" for r in yes_no)}
+
+
 def question_recall_at_k(rows: Sequence[Mapping[str, Any]], index: Any,
                          ks: Sequence[int] = (1, 3, 5, 10)) -> dict[str, dict[int, float]]:
     """Per data source: the share of questions whose gold passages are all in BM25's top k for the

@@ -387,6 +387,50 @@ display(verdict_table(topk_learned_tables(search_client("local"), TOPK_VALIDATIO
 # experiment is to train with two passages a search, and to choose the result on validation.
 
 # %% [markdown]
+# ### The gold passages, handed over
+#
+# Finding and reading can be pulled apart on purpose. Take the multi-search policy trained with two
+# passages a search (`results/h200_replicas/gain5ns-k2_41`) and run it on the test split's 100 HotpotQA
+# questions twice: once with the index, and once with a search that answers its first query (the
+# question itself, as this policy nearly always writes it) with the question's two gold passages
+# (`helpers.search.gold_first`; `benchmarks/reader_ceiling.py` ran both on a GPU). In the second run there
+# are no finding errors left on the first search. Predict before you run the cell: with the index's
+# passages it answers 0.32; how much of the way to 1.0 does it get with the gold ones?
+
+# %%
+from helpers.course.reading import gold_in_hand_figure, recorded_gold_in_hand
+
+in_hand = recorded_gold_in_hand()
+gold_in_hand_figure(in_hand)
+plt.show()
+bm25, gold = in_hand["BM25's passages"], in_hand["gold handed over"]
+display(Markdown("\n".join([
+    f"- With the index: EM {bm25['em']:.2f}, every gold passage read on {bm25['every_gold_read']} of "
+    f"{bm25['questions']} questions, EM {bm25['em_every_gold_read']:.2f} on those.",
+    f"- With the gold passages handed over: EM {gold['em']:.2f}, every gold passage read on "
+    f"{gold['every_gold_read']} of {gold['questions']}; it still searched again on {gold['two_searches']:.0%}.",
+    f"- Yes/no questions ({gold['yes_no']}): \"yes\" {bm25['said_yes']} and {gold['said_yes']} times, "
+    f"EM {bm25['em_yes_no']:.2f} and {gold['em_yes_no']:.2f}.",
+])))
+
+# %% [markdown]
+# None of it: handed both gold passages, the policy answers no better than with BM25's (0.29 against
+# 0.32, a difference of three questions in a hundred, within what sampling the questions could give).
+# With the evidence complete in its context it still searches again on more than half of the questions,
+# and on the comparisons it answers "yes" most of the time whatever the passages say. For this 0.5B
+# reader, HotpotQA's ceiling is its reading, not its search: a better query or a second search can only
+# bring passages, and on two-passage questions it makes a right answer of them fewer than one time in three.
+# NQ is different (the table above: about 0.55 where the gold passage was read, 0.07 where it was not),
+# which is why the search policy still decides most of the accuracy there.
+#
+# Could training fix the reading? One attempt used the same device as a curriculum: on a fixed half of
+# the training questions the first search returned the gold passages among its two, so the eight
+# rollouts of such a question differed only in how they read, and exact match rewarded the right
+# reading. After 26 updates the policy's EM with the gold passages in hand was 0.25, not higher
+# (`benchmarks/gpu/windows/2026-12-06-read/`). A few dozen updates move *when* a policy searches; they
+# have not moved *how well* it reads.
+
+# %% [markdown]
 # ## Recipes that keep the second search
 #
 # Two recorded policies search again. The **search agent** (`agent`, recorded in `results/h200_agent`)

@@ -294,3 +294,56 @@ def test_topk_learned_tables_label_each_k_and_check_it(tmp_path, monkeypatch):
     assert tables["k = 2"]["hotpotqa"]["second_search_share"] == 1.0 and tables["k = 2"]["nq"]["em_if_stopped"] == 0.0
     with pytest.raises(ValueError, match="searched with 2 passages, not 3"):
         topk_learned_tables(search, {3: ("run", "top2")})
+
+
+def _read(source, gold, read, right, answers, answer, calls, question):
+    return dict(_row(source, gold, read, right, question), answers=answers, answer=answer, search_calls=calls,
+                lenient_match=right)
+
+
+def test_reader_summary_splits_em_by_evidence_in_hand_and_reads_yes_no_answers_as_the_reward_does():
+    from helpers.evidence import reader_summary
+
+    rows = [_read("hotpotqa", ["a", "b"], [["a"], ["b"]], True, ["Lit"], "Lit", 2, "q1"),
+            _read("hotpotqa", ["a", "b"], [["a"]], False, ["no"], "Yes.", 1, "q2"),  # "Yes." is a yes
+            _read("hotpotqa", ["a", "b"], None, True, ["yes"], "yes", 1, "q3")]  # evidence unknown: the rest
+    s = reader_summary(rows)
+    assert (s["questions"], s["em"], s["two_searches"]) == (3, 0.667, 0.333)
+    assert (s["every_gold_read"], s["em_every_gold_read"], s["em_rest"]) == (1, 1.0, 0.5)
+    assert (s["yes_no"], s["em_yes_no"], s["said_yes"]) == (2, 0.5, 2)
+    assert reader_summary([])["em"] is None
+
+
+def test_recorded_gold_in_hand_sets_the_same_questions_side_by_side_and_refuses_others(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers import config
+    from helpers.course.reading import gold_in_hand_figure, recorded_gold_in_hand
+    from helpers.evidence import reader_summary
+
+    monkeypatch.setattr(config, "RESULTS_DIR", tmp_path)
+    index = [_read("hotpotqa", ["a", "b"], [["x"]], q == "q1", ["Lit"], "Lit", 2, q) for q in ("q1", "q2")]
+    index.append(_read("nq", ["c"], [["c"]], True, ["Seine"], "Seine", 1, "q9"))  # not in the handed-over run
+    gold = [_read("hotpotqa", ["a", "b"], [["a", "b"]], False, ["Lit"], "Adorable", 1, q) for q in ("q1", "q2")]
+    _recorded_eval(tmp_path / "run", "test", index, 2)
+    _recorded_eval(tmp_path / "run", "gold", gold, 2)
+    both = recorded_gold_in_hand(("run", "test", "gold"))
+    assert both == {"BM25's passages": reader_summary(index[:2]), "gold handed over": reader_summary(gold)}
+    assert both["BM25's passages"]["em"] == 0.5 and both["gold handed over"]["every_gold_read"] == 2
+    assert len(gold_in_hand_figure(both).axes[0].patches) == 2 * 5  # five measures, one bar per run
+    _recorded_eval(tmp_path / "run", "other", [dict(gold[0], id="hotpotqa-elsewhere")], 2)
+    with pytest.raises(ValueError, match="lacks 1 of the questions"):
+        recorded_gold_in_hand(("run", "test", "other"))
+
+
+def test_the_recorded_gold_in_hand_run_is_the_policy_on_the_same_hundred_hotpotqa_questions():
+    from helpers.course.reading import GOLD_IN_HAND, recorded_gold_in_hand
+
+    both = recorded_gold_in_hand()
+    assert {s["questions"] for s in both.values()} == {100}
+    assert both["gold handed over"]["every_gold_read"] == 100  # every question ended with its gold in hand
+    assert both["BM25's passages"]["every_gold_read"] < 100
+    from helpers.course.recorded import run_folder
+    config = json.loads((run_folder(GOLD_IN_HAND[0]) / "eval" / f"{GOLD_IN_HAND[2]}.config.json").read_text())
+    assert config["eval"]["search_topk"] == 2 and config["data_source"] == "hotpotqa"

@@ -12,6 +12,7 @@ from fixtures.doubles import ScriptedSamplingClient, call
 
 from helpers.data import SearchExample
 from helpers.eval import EvalConfig, evaluate
+from helpers.evidence import reader_summary
 from helpers.models import load_tokenizer
 from helpers.search.gold_first import gold_first_search
 from helpers.search.local import LocalIndex, LocalSearchClient
@@ -83,7 +84,7 @@ def test_the_gold_first_run_measures_what_the_policy_makes_of_the_gold_passages(
                           ("gold first", gold_first_search([EXAMPLE], LocalSearchClient(index, topk=2)))):
         rows[label] = evaluate(config, search_client=client, examples=[EXAMPLE], progress=False,
                                sampling_client=sampler())
-    bm25, gold = (reader_ceiling.summary(rows[k]) for k in ("bm25", "gold first"))
+    bm25, gold = (reader_summary(rows[k]) for k in ("bm25", "gold first"))
     assert rows["bm25"][0]["answer"] == "Distractor" and bm25["em"] == 0.0
     assert rows["gold first"][0]["answer"] == "Adorable (band)" and gold["em"] == 1.0
     # three gold passages, two handed over: not every gold passage read
@@ -97,11 +98,11 @@ def test_summary_splits_em_by_whether_every_gold_passage_was_read_and_counts_yes
 
     rows = [row(True, ["a", "b"], [["a"], ["b"]], searches=2), row(False, ["a", "b"], [["a", "c"]]),
             row(False, ["a"], [["a"]], answers=["no"], answer="Yes"), row(True, [], [["a"]], answers=["yes"], answer="yes")]
-    s = reader_ceiling.summary(rows)
+    s = reader_summary(rows)
     assert (s["questions"], s["em"], s["two_searches"]) == (4, 0.5, 0.25)
     assert (s["every_gold_read"], s["em_every_gold_read"], s["em_rest"]) == (2, 0.5, 0.5)
     assert (s["yes_no"], s["em_yes_no"], s["said_yes"]) == (2, 0.5, 2)
-    assert reader_ceiling.summary([])["em"] is None
+    assert reader_summary([])["em"] is None
 
 
 def test_main_runs_the_gold_search_alone_beside_the_recorded_rows_and_refuses_rows_of_other_questions(

@@ -151,3 +151,57 @@ def reading_figure(tables: Mapping[str, Mapping[str, Mapping[str, Any]]],
         ax.grid(alpha=0.3)
     fig.suptitle("Finding or reading: where the wrong answers come from", fontsize=10)
     return fig
+
+
+# The multi-search policy at two passages a search, evaluated on the test split's 100 HotpotQA questions
+# twice: with the index (its recorded test rows) and with both gold passages handed to its first search
+# (benchmarks/reader_ceiling.py on a GPU): run -> labels of its rows.
+GOLD_IN_HAND = ("h200_replicas/gain5ns-k2_41", "test", "gold_first")
+
+
+def recorded_gold_in_hand(evals: tuple[str, str, str] = GOLD_IN_HAND) -> dict[str, dict[str, Any]]:
+    """`helpers.evidence.reader_summary` of one policy on the same questions with the index's passages
+    ("BM25's passages") and with the gold passages handed to its first search ("gold handed over").
+    The index's rows are cut to the handed-over run's questions; a question of that run missing from
+    them is an error, not a smaller sample."""
+    from helpers.evidence import reader_summary
+
+    run, index_label, gold_label = evals
+    gold = eval_rows(gold_label, run)
+    by_id = {str(row["id"]): row for row in eval_rows(index_label, run)}
+    missing = [str(row["id"]) for row in gold if str(row["id"]) not in by_id]
+    if missing:
+        raise ValueError(f"{run}/eval/{index_label} lacks {len(missing)} of the questions of {gold_label} "
+                         f"(first: {missing[0]}): the two runs must be of the same questions")
+    return {"BM25's passages": reader_summary([by_id[str(row["id"])] for row in gold]),
+            "gold handed over": reader_summary(gold)}
+
+
+def gold_in_hand_figure(summaries: Mapping[str, Mapping[str, Any]]):
+    """Bars per measure, one per run of `recorded_gold_in_hand`: EM, the share with every gold passage
+    read, EM on the yes/no questions and how often it said "yes" there, the share that searched twice."""
+    import matplotlib.pyplot as plt
+
+    measures = (("em", "EM"), ("read", "every gold passage read"), ("em_yes_no", "EM, yes/no questions"),
+                ("yes", '"yes" on yes/no questions'), ("two_searches", "searched twice"))
+
+    def value(s: Mapping[str, Any], key: str) -> float:
+        if key == "read":
+            return s["every_gold_read"] / max(s["questions"], 1)
+        if key == "yes":
+            return s["said_yes"] / max(s["yes_no"], 1)
+        return s[key] or 0.0
+
+    fig, ax = plt.subplots(figsize=(COLUMN_INCHES, 3.4), layout="constrained")
+    width = 0.8 / max(len(summaries), 1)
+    for i, (label, s) in enumerate(summaries.items()):
+        xs = [m + (i - (len(summaries) - 1) / 2) * width for m in range(len(measures))]
+        bars = ax.bar(xs, [value(s, key) for key, _ in measures], width, label=f"{label} ({s['questions']} questions)",
+                      color=("#9aa5b1", "#d9822b")[i % 2])
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.set_xticks(range(len(measures)), [name for _, name in measures], fontsize=8)
+    ax.set_ylim(0, 1.1)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle("The same policy and questions, the gold passages handed to its first search", fontsize=10)
+    return fig
