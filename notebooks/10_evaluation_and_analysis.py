@@ -417,7 +417,7 @@ display(Markdown("\n".join([
 # None of it: handed both gold passages, the policy answers no better than with BM25's (0.29 against
 # 0.32, a difference of three questions in a hundred, within what sampling the questions could give).
 # With the evidence complete in its context it still searches again on more than half of the questions,
-# and on the comparisons it answers "yes" most of the time whatever the passages say. For this 0.5B
+# and on the comparisons it answers "yes" most of the time, though most of their answers are "no". For this 0.5B
 # reader, HotpotQA's ceiling is its reading, not its search: a better query or a second search can only
 # bring passages, and on two-passage questions it makes a right answer of them fewer than one time in three.
 # NQ is different (the table above: about 0.55 where the gold passage was read, 0.07 where it was not),
