@@ -399,6 +399,25 @@ def test_read_window_runs_read_then_both_ceilings_then_the_two_throughput_runs_e
         assert "all done" in (tmp_path / "results" / run / "window.log").read_text()
 
 
+def test_run_sh_window_logs_run_sh_status_and_each_stage_logs_verdict_and_ends(tmp_path):
+    calls = tmp_path / "calls.txt"
+    python = tmp_path / "python"
+    # a Python that records its arguments; the SFT stage writes a traceback into its log and fails
+    python.write_text('#!/bin/bash\necho "$*" >> "%s"\n'
+                      'case "$*" in *"--stage sft"*) echo Traceback; exit 1 ;; esac\n' % calls)
+    python.chmod(0o755)
+    done = subprocess.run(["bash", str(GPU / "run_sh_window.sh")], capture_output=True, text=True, timeout=60,
+                          cwd=GPU.parents[1], env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "PRESET": "cpu-dry",
+                                                  "RESULTS": str(tmp_path / "results"), "WORK": str(tmp_path / "work"),
+                                                  "BUNDLE": str(tmp_path / "none")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (tmp_path / "results" / "window.log").read_text()
+    status = re.search(r"results/run.sh exited (\d+)", log)
+    assert status and status.group(1) != "0"  # run.sh stops at the failed stage, and the window says so
+    assert "sft.log: traceback" in log and log.rstrip().endswith("all done")
+    assert any("--stage sft" in c and "--preset cpu-dry" in c for c in calls.read_text().splitlines())
+
+
 @pytest.mark.parametrize("variant", ["answers-r1-k2", "answers-r0", "answers-f-r1", "answers-r1-r2"])
 def test_trim_variants_refuses_r_suffixes_out_of_order_or_zero_before_the_set_up(tmp_path, variant):
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,
