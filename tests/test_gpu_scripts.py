@@ -418,6 +418,17 @@ def test_run_sh_window_logs_run_sh_status_and_each_stage_logs_verdict_and_ends(t
     assert any("--stage sft" in c and "--preset cpu-dry" in c for c in calls.read_text().splitlines())
 
 
+def test_a_run_folder_with_a_checkpoint_is_said_to_resume_instead_of_starting_from_init(tmp_path):
+    _trim_variants(tmp_path / "fresh", VARIANTS="base", SEEDS="1")
+    assert "holds a checkpoint" not in (tmp_path / "fresh" / "results" / "window.log").read_text()
+    earlier = tmp_path / "again" / "work" / "base_s1" / "grpo_trim"
+    earlier.mkdir(parents=True)
+    (earlier / "checkpoints.jsonl").write_text('{"step": 5}\n')
+    _trim_variants(tmp_path / "again", VARIANTS="base", SEEDS="1", INIT="x/adapter")
+    log = (tmp_path / "again" / "results" / "window.log").read_text()
+    assert "base_s1: " in log and "holds a checkpoint, so it resumes there, not from x/adapter" in log
+
+
 @pytest.mark.parametrize("variant", ["answers-r1-k2", "answers-r0", "answers-f-r1", "answers-r1-r2"])
 def test_trim_variants_refuses_r_suffixes_out_of_order_or_zero_before_the_set_up(tmp_path, variant):
     done = subprocess.run(["bash", str(GPU / "trim_variants.sh")], capture_output=True, text=True, timeout=60,

@@ -126,6 +126,11 @@ grpo_run() {  # grpo_run NAME INIT MINUTES CAP [ARGS...] : GRPO ($PRESET) from t
   # folders, capped at CAP of the GPU's memory; then its policy exported to $R/NAME/adapter (the next
   # stage's INIT, here or in a later window) and its metrics beside it ($R/NAME/grpo*/), as soon as it ends
   local name=$1 init=$2 minutes=$3 cap=$4; shift 4
+  # a run folder with a checkpoint resumes it (helpers.session), whatever INIT says: say so, since a
+  # second launch reusing a name means to start afresh as often as to go on
+  if ls "$WORK/$name"/grpo*/checkpoints.jsonl >/dev/null 2>&1; then
+    log "$name: $WORK/$name holds a checkpoint, so it resumes there, not from $init (another name or WORK starts afresh)"
+  fi
   COURSE_CUDA_MEMORY_FRACTION=$cap experiment "$name" --out "$R/$name" --work "$WORK/$name" \
     --stage grpo --init-from "$init" --max-minutes "$minutes" "$@"
   export_stage "$name" grpo "$name"
