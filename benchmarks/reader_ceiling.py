@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.evidence import reader_summary as summary  # noqa: E402
+from helpers.evidence import reader_summary  # noqa: E402
 from helpers.search.gold_first import gold_first_search  # noqa: E402
 
 
@@ -67,14 +67,14 @@ def main(argv=None) -> dict:
         if len(recorded) != len(wanted):
             raise SystemExit(f"{args.recorded} holds {len(recorded)} of the {len(wanted)} questions: pass the rows of "
                              f"split {args.split!r}")
-        rows["recorded"], results["recorded"] = recorded, {**summary(recorded), "seconds": None}
+        rows["recorded"], results["recorded"] = recorded, {**reader_summary(recorded), "seconds": None}
     runs = {"bm25": ("bm25", index), "gold": ("gold first", gold_first)}
     for label, client in [runs[k] for k in runs if args.searches in (k, "both")]:
         config = EvalConfig(model=args.model, model_path=args.model_path, split=args.split, label=label,
                             search_topk=args.topk, batch_size=args.batch, tracker="none")
         started = time.perf_counter()
         rows[label] = evaluate(config, search_client=client, examples=examples)
-        results[label] = {**summary(rows[label]), "seconds": round(time.perf_counter() - started, 1)}
+        results[label] = {**reader_summary(rows[label]), "seconds": round(time.perf_counter() - started, 1)}
     if "gold first" in results:
         results["gold first"]["searches_handed_gold"] = gold_first.handed
     keys = ["questions", "em", "lenient_em", "two_searches", "every_gold_read", "em_every_gold_read", "em_rest",

@@ -143,13 +143,19 @@ def test_after_gives_up_when_the_first_script_ended_without_the_line(tmp_path):
     assert "not started" in (results / "window.log").read_text()
 
 
-def _adapter_evals(tmp_path, evals):
-    """adapter_evals.sh with a Python that records its arguments (and writes an evaluation's rows)."""
+def _recording_python(tmp_path, then=""):
+    """A stand-in for the window's Python that appends its arguments to calls.txt, then runs `then` (bash)."""
     calls = tmp_path / "calls.txt"
     python = tmp_path / "python"
-    python.write_text('#!/bin/bash\necho "$*" >> "%s"\n'
-                      'while [ $# -gt 0 ]; do [ "$1" = --output ] && echo "{}" > "$2"; shift; done\n' % calls)
+    python.write_text('#!/bin/bash\necho "$*" >> "%s"\n' % calls + then)
     python.chmod(0o755)
+    return python, calls
+
+
+def _adapter_evals(tmp_path, evals):
+    """adapter_evals.sh with a Python that records its arguments (and writes an evaluation's rows)."""
+    python, calls = _recording_python(
+        tmp_path, 'while [ $# -gt 0 ]; do [ "$1" = --output ] && echo "{}" > "$2"; shift; done\n')
     done = subprocess.run(["bash", str(GPU / "adapter_evals.sh")], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "EVALS": evals,
                                "RESULTS": str(tmp_path / "results"), "BUNDLE": str(tmp_path / "none")})
@@ -373,10 +379,7 @@ def test_trim_variants_without_evaluations_trains_exports_and_reports_throughput
 
 
 def test_read_window_runs_read_then_both_ceilings_then_the_two_throughput_runs_each_alone(tmp_path):
-    calls = tmp_path / "calls.txt"
-    python = tmp_path / "python"
-    python.write_text('#!/bin/bash\necho "$*" >> "%s"\n' % calls)
-    python.chmod(0o755)
+    python, calls = _recording_python(tmp_path)
     done = subprocess.run(["bash", str(GPU / "read_window.sh")], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "RESULTS": str(tmp_path / "results"),
                                "WORK": str(tmp_path / "work"), "BUNDLE": str(tmp_path / "none"), "INIT": "x/adapter",
@@ -400,12 +403,8 @@ def test_read_window_runs_read_then_both_ceilings_then_the_two_throughput_runs_e
 
 
 def test_run_sh_window_logs_run_sh_status_and_each_stage_logs_verdict_and_ends(tmp_path):
-    calls = tmp_path / "calls.txt"
-    python = tmp_path / "python"
     # a Python that records its arguments; the SFT stage writes a traceback into its log and fails
-    python.write_text('#!/bin/bash\necho "$*" >> "%s"\n'
-                      'case "$*" in *"--stage sft"*) echo Traceback; exit 1 ;; esac\n' % calls)
-    python.chmod(0o755)
+    python, calls = _recording_python(tmp_path, 'case "$*" in *"--stage sft"*) echo Traceback; exit 1 ;; esac\n')
     done = subprocess.run(["bash", str(GPU / "run_sh_window.sh")], capture_output=True, text=True, timeout=60,
                           cwd=GPU.parents[1], env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "PRESET": "cpu-dry",
                                                   "RESULTS": str(tmp_path / "results"), "WORK": str(tmp_path / "work"),
@@ -614,9 +613,7 @@ def _bundle(tmp_path, pieces: dict[str, bytes], arrived: dict[str, bytes]):
 
 def _setup(tmp_path, bundle):
     """setup_window with a Python that records whether the set-up ran."""
-    python = tmp_path / "python"
-    python.write_text(f'#!/bin/bash\necho "$*" >> "{tmp_path}/calls.txt"\n')
-    python.chmod(0o755)
+    python, _ = _recording_python(tmp_path)
     results = tmp_path / "results"
     done = subprocess.run(["bash", "-c", f'source "{GPU}/common.sh"; setup_window'], capture_output=True, text=True,
                           timeout=30, env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "BUNDLE": str(bundle),
