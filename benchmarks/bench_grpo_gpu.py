@@ -15,6 +15,9 @@ row; steps/s = max_tokens / seconds. The roofline is the fewest bytes a step mus
 once (the tied embedding counted once, as the output projection) plus each row's KV cache up to its
 length, over the device's copy bandwidth measured here (bytes read + written by a large copy).
 
+`--eager` runs the graph path's chunk without capturing it (the same kernels, each launched from the host):
+against the captured figure it shows what launching costs, and its trace lists every kernel.
+
 `--trace N` adds one more call per batch size under torch's profiler and prints where a decode step's
 device time goes: the N kernels with the most self time, totals by kind (GEMM, attention, elementwise
 and norms, copies and cache writes, sampling) and kernels per decode step. GPU only: the engine
@@ -93,6 +96,13 @@ def bench_decode(args) -> dict:
     from helpers.engine.host import get_host
     from helpers.engine.sampler import decode_path
 
+    if args.eager:  # the graph path's chunk run as it is, not captured: every kernel launched (and traced) singly
+        from helpers.engine import graphs
+
+        def plain_runner(decoder, weights, state, slot, truncate, greedy):
+            return lambda: graphs.chunk(weights, state, decoder.layer_fn, truncate, greedy)
+
+        graphs.GraphDecoder.runner = plain_runner
     host = get_host(args.model)
     service = connect("local")
     sc = (service.create_sampling_client(base_model=args.model, model_path=args.adapter) if args.adapter
@@ -130,7 +140,8 @@ def bench_decode(args) -> dict:
         context = int(statistics.mean(len(p) for p in prompts) + args.max_tokens / 2)
         need = step_bytes(host.model, batch, context)
         roof = bandwidth / need if bandwidth else None
-        row = {"batch": batch, "decode_path": decode_path(host), "layer": layer, "first_call_s": round(first, 2),
+        row = {"batch": batch, "decode_path": decode_path(host) + (" uncaptured" if args.eager else ""), "layer": layer,
+               "first_call_s": round(first, 2),
                "steps_per_s": round(steps_s, 1), "tokens_per_s": round(tokens / seconds, 1),
                "bytes_per_step": need, "roofline_steps_per_s": None if roof is None else round(roof, 1),
                "roofline_share": None if roof is None else round(steps_s / roof, 3)}
@@ -363,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     dec.add_argument("--bandwidth", type=float, default=None, help="TB/s (default: measured here)")
     dec.add_argument("--trace", type=int, default=0, metavar="N",
                      help="profile one more call per batch size and print its N costliest kernels")
+    dec.add_argument("--eager", action="store_true",
+                     help="graph path without capture: its launch cost, and a trace of every kernel where replays are not traced")
     dec.add_argument("--out", default=None)
     tr = sub.add_parser("train")
     tr.add_argument("--model", default="qwen2.5-0.5b")

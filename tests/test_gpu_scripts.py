@@ -415,6 +415,27 @@ def test_run_sh_window_logs_run_sh_status_and_each_stage_logs_verdict_and_ends(t
     assert status and status.group(1) != "0"  # run.sh stops at the failed stage, and the window says so
     assert "sft.log: traceback" in log and log.rstrip().endswith("all done")
     assert any("--stage sft" in c and "--preset cpu-dry" in c for c in calls.read_text().splitlines())
+    # then the decode step under the profiler: the default layer, the fastest captured and uncaptured
+    traces = [c for c in calls.read_text().splitlines() if c.startswith("benchmarks/bench_grpo_gpu.py decode")]
+    assert [("--eager" in c, "--trace 30" in c) for c in traces] == [(False, True), (False, True), (True, True)]
+    for name in ("decode_trace_1", "decode_trace_merge_inductor", "decode_trace_merge_inductor_uncaptured"):
+        assert f"{name} exited 0" in log and f"--out {tmp_path / 'results' / name}.json" in " ".join(traces)
+
+
+def test_run_sh_window_gives_the_decode_traces_the_runs_adapter_and_can_skip_them(tmp_path):
+    python, calls = _recording_python(tmp_path, 'case "$*" in *"--stage sft"*) mkdir -p "$RESULTS/cpu-dry/adapter" ;; esac\n')
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(python), "PRESET": "cpu-dry", "RESULTS": str(tmp_path / "results"),
+           "WORK": str(tmp_path / "work"), "BUNDLE": str(tmp_path / "none")}
+    done = subprocess.run(["bash", str(GPU / "run_sh_window.sh")], capture_output=True, text=True, timeout=60,
+                          cwd=GPU.parents[1], env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    traces = [c for c in calls.read_text().splitlines() if c.startswith("benchmarks/bench_grpo_gpu.py decode")]
+    assert len(traces) == 3 and all(f"--adapter {tmp_path / 'results' / 'cpu-dry' / 'adapter'}" in c for c in traces)
+    calls.unlink()
+    done = subprocess.run(["bash", str(GPU / "run_sh_window.sh")], capture_output=True, text=True, timeout=60,
+                          cwd=GPU.parents[1], env={**env, "DECODE_TRACE": "0", "RESULTS": str(tmp_path / "again")})
+    assert done.returncode == 0 and "all done" in (tmp_path / "again" / "window.log").read_text()
+    assert not any("bench_grpo_gpu.py decode" in c for c in calls.read_text().splitlines())
 
 
 def test_a_run_folder_with_a_checkpoint_is_said_to_resume_instead_of_starting_from_init(tmp_path):

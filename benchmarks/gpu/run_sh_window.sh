@@ -3,7 +3,7 @@
 # exit status of the script and of every stage it ran (does it run to its end on a GPU?), and the
 # throughput report of its GRPO run. run.sh runs four tracks side by side after SFT (GRPO, the
 # evaluations, two efficiency runs); each process is capped at CAP of the GPU's memory so that the four
-# and the budget sweeps fit one card (0.24 x 4 on an 80 GB H100).
+# and the budget sweeps fit one card (0.24 x 4 on an 80 GB H100). Then the decode step under the profiler.
 #   (setsid nohup bash benchmarks/gpu/run_sh_window.sh >/root/window.out 2>&1 </dev/null &)
 #   PRESET=cpu-dry MODEL=smollm2-135m RESULTS=/tmp/r WORK=/tmp/w BUNDLE=/nonexistent \
 #     PYTHON=.venv/bin/python bash benchmarks/gpu/run_sh_window.sh      # the plumbing, on a CPU
@@ -28,4 +28,21 @@ done
 for run in "$WORK/$PRESET"/grpo*; do
   [ -d "$run" ] && "$PY" benchmarks/bench_grpo_gpu.py report "$run" --out "$R/throughput_$(basename "$run").json" 2>&1 | tee -a "$R/window.log"
 done
+# Then, the GPU to itself: where a decode step's time goes (DECODE_TRACE=0 skips it). The default layer and
+# the fastest (LoRA merged, halves compiled), captured, and the fastest uncaptured (each kernel launched
+# from the host, so its trace lists every kernel even where replays are not traced), with the run's adapter.
+if [ "${DECODE_TRACE:-1}" = 1 ]; then
+  adapter=()
+  [ -d "$R/$PRESET/adapter" ] && adapter=(--adapter "$R/$PRESET/adapter")  # the report's final adapter
+  for variant in "1" "merge,inductor" "merge,inductor --eager"; do
+    fuse=${variant%% *}
+    extra=${variant#"$fuse"}
+    name=decode_trace_${fuse/,/_}${extra:+_uncaptured}
+    # shellcheck disable=SC2086
+    COURSE_ENGINE_FUSE=$fuse "$PY" benchmarks/bench_grpo_gpu.py decode --model "$MODEL" "${adapter[@]}" \
+      --batch-sizes 1,64 --trace 30 $extra --out "$R/$name.json" >"$R/$name.log" 2>&1
+    status=$?
+    log "$name exited $status: $(grep -h "steps/s" "$R/$name.log" | tr -s ' ' | tr '\n' ';')"
+  done
+fi
 log "all done"
