@@ -87,3 +87,23 @@ def test_draw_keeps_each_rows_samples_and_logprobs():
                 expected = one_scan(probs, params.uniforms[:, step])
             assert torch.equal(tokens, expected)
             assert torch.allclose(logps, torch.log_softmax(logits, -1).gather(1, tokens[:, None])[:, 0])
+
+
+def test_the_draw_benchmark_times_both_on_the_same_draws_and_puts_the_two_levels_back(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from helpers.engine import drawing
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_draw.py"
+    spec = importlib.util.spec_from_file_location("bench_draw", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "draw.json"
+    assert bench.main(["--batch-sizes", "2,3", "--vocab", "300", "--steps", "5", "--repeats", "2",
+                       "--device", "cpu", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["batch"] for r in rows] == [2, 3]
+    assert all(r["same_token"] == 1.0 and r["before_ms"] > 0 and r["after_ms"] > 0 for r in rows)
+    assert drawing.inverse_cdf is inverse_cdf
