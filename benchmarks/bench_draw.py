@@ -96,7 +96,8 @@ def bench(batch: int, vocab: int, steps: int, repeats: int, device: str) -> dict
                                                  repeats), 4)
             if device == "cuda":  # the step counter on the device, as in a captured decode chunk
                 counter = torch.zeros(1, dtype=torch.long, device=device)
-                out[f"{name}_captured_ms"] = round(time_captured(lambda: drawing.draw(logits, params, counter), repeats), 4)
+                captured = time_captured(lambda: drawing.draw(logits, params, counter), repeats)
+                out[f"{name}_captured_ms"] = round(captured, 4)
         finally:
             drawing.inverse_cdf = two_levels
     out["speedup"] = round(out["before_ms"] / out["after_ms"], 2)
@@ -121,10 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     for batch in [int(b) for b in args.batch_sizes.split(",") if b]:
         row = bench(batch, args.vocab, args.steps, args.repeats, args.device)
         rows.append(row)
+        captured = (f"; captured {row['before_captured_ms']:.3f} ms, {row['after_captured_ms']:.3f} ms "
+                    f"({row['captured_speedup']:.2f}x)") if "captured_speedup" in row else ""
         print(f"batch {batch:>4}: one scan {row['before_ms']:.3f} ms, two levels {row['after_ms']:.3f} ms "
-              f"({row['speedup']:.2f}x)" + (f"; captured {row['before_captured_ms']:.3f} ms, {row['after_captured_ms']:.3f} ms "
-                                            f"({row['captured_speedup']:.2f}x)" if "captured_speedup" in row else "")
-              + f"; same token in {row['same_token']:.4%} of {batch * args.steps} draws", flush=True)
+              f"({row['speedup']:.2f}x){captured}; same token in {row['same_token']:.4%} of {batch * args.steps} draws",
+              flush=True)
     result = {"torch": torch.__version__, "device": args.device,
               "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None, "rows": rows}
     if args.out:
