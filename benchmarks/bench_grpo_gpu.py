@@ -18,6 +18,10 @@ length, over the device's copy bandwidth measured here (bytes read + written by 
 `--eager` runs the graph path's chunk without capturing it (the same kernels, each launched from the host):
 against the captured figure it shows what launching costs, and its trace lists every kernel.
 
+`--one-scan` draws each token with the inverse CDF as one float64 scan over the vocabulary, as the
+engine did before it took it in two levels (`helpers.engine.drawing.inverse_cdf`): the same tokens, so
+the two runs' steps/s compare the draws inside a whole decode step.
+
 `--trace N` adds one more call per batch size under torch's profiler and prints where a decode step's
 device time goes: the N kernels with the most self time, totals by kind (GEMM, attention, elementwise
 and norms, copies and cache writes, sampling) and kernels per decode step. GPU only: the engine
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import statistics
@@ -103,6 +108,12 @@ def bench_decode(args) -> dict:
             return lambda: graphs.chunk(weights, state, decoder.layer_fn, truncate, greedy)
 
         graphs.GraphDecoder.runner = plain_runner
+    if args.one_scan:  # the draw as it was: one float64 scan over the vocabulary (the step's "before")
+        from bench_draw import one_scan
+
+        from helpers.engine import drawing
+
+        drawing.inverse_cdf = one_scan
     host = get_host(args.model)
     service = connect("local")
     sc = (service.create_sampling_client(base_model=args.model, model_path=args.adapter) if args.adapter
@@ -143,10 +154,15 @@ def bench_decode(args) -> dict:
         path = decode_path(host)
         if args.eager and path == "graphs":
             path += " uncaptured"
+        if args.one_scan:
+            path += " one-scan draw"
         row = {"batch": batch, "decode_path": path, "layer": layer, "first_call_s": round(first, 2),
                "steps_per_s": round(steps_s, 1), "tokens_per_s": round(tokens / seconds, 1),
                "bytes_per_step": need, "roofline_steps_per_s": None if roof is None else round(roof, 1),
-               "roofline_share": None if roof is None else round(steps_s / roof, 3)}
+               "roofline_share": None if roof is None else round(steps_s / roof, 3),
+               # the sampled tokens' fingerprint: two runs (two layers, two draws) did the same work if equal
+               "tokens_sha": hashlib.sha256(json.dumps([s.tokens for r in responses for s in r.sequences]).encode())
+               .hexdigest()[:12]}
         row.update(agreement(sc, prompts, responses, args.check_rows))
         if args.trace:
             row["trace"] = trace_call(lambda: asyncio.run(run()), host.device, args.max_tokens, args.trace)
@@ -378,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="profile one more call per batch size and print its N costliest kernels")
     dec.add_argument("--eager", action="store_true",
                      help="the graph path without capture: its launch cost, and a trace of every kernel launched")
+    dec.add_argument("--one-scan", action="store_true",
+                     help="draw with one float64 scan over the vocabulary (bench_draw.one_scan), not two levels")
     dec.add_argument("--out", default=None)
     tr = sub.add_parser("train")
     tr.add_argument("--model", default="qwen2.5-0.5b")

@@ -107,3 +107,26 @@ def test_the_draw_benchmark_times_both_on_the_same_draws_and_puts_the_two_levels
     assert [r["batch"] for r in rows] == [2, 3]
     assert all(r["same_token"] == 1.0 and r["before_ms"] > 0 and r["after_ms"] > 0 for r in rows)
     assert drawing.inverse_cdf is inverse_cdf
+
+
+def test_the_decode_benchmark_samples_the_same_tokens_with_the_one_scan_draw(tmp_path):
+    """`bench_grpo_gpu.py decode --one-scan` puts the old draw back for a whole decode step: same tokens."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    shas, paths = [], []
+    for flag in ([], ["--one-scan"]):
+        out = tmp_path / f"decode{len(shas)}.json"
+        done = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_grpo_gpu.py"), "decode", "--model",
+                               "smollm2-135m", "--batch-sizes", "3", "--max-tokens", "12", "--repeats", "1", *flag,
+                               "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=root,
+                              env={**os.environ, "COURSE_ENGINE_DECODE": "graphs"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        row = json.loads(out.read_text())["rows"][0]
+        shas.append(row["tokens_sha"])
+        paths.append(row["decode_path"])
+    assert shas[0] == shas[1] and paths == ["graphs", "graphs one-scan draw"]
