@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A short GPU window with no data set-up: the model from the bundle's pieces, then a whole decode step
+# with the draw's two-level inverse CDF against the one float64 scan it replaced (`--one-scan`), for the
+# default layer and the merged + compiled one (FUSES), batch 64, with ADAPTER's LoRA (the tokens must match).
+#   (setsid nohup bash benchmarks/gpu/draw_window.sh >/root/window.out 2>&1 </dev/null &)
+#   MODEL=smollm2-135m BATCH=2 ADAPTER= RESULTS=/tmp/r BUNDLE=/nonexistent PYTHON=.venv/bin/python \
+#     bash benchmarks/gpu/draw_window.sh                                  # the plumbing, on a CPU
+set -u
+source "$(dirname "$0")/common.sh"
+ADAPTER=${ADAPTER-results/h200_agent/adapter}
+BATCH=${BATCH:-64}
+log "start draw_window model=$MODEL batch=$BATCH adapter=${ADAPTER:-none}"
+if [ -d "$B/whl" ] && [ ! -f /tmp/site/.installed ]; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$B"/whl/*.whl >>"$R/setup.log" 2>&1 \
+    && touch /tmp/site/.installed
+fi
+export PYTHONPATH=/tmp/site:$PWD
+check_pieces || { log "setup failed"; exit 1; }
+if ls "$B"/q.* >/dev/null 2>&1 && [ ! -f "$B/q.gguf" ]; then
+  cat $(ls "$B"/q.[0-9]* | sort) > "$B/q.gguf"
+  "$PY" -c "from helpers import models; models.provision('$MODEL', gguf_path='$B/q.gguf')" >>"$R/setup.log" 2>&1 \
+    || { log "setup failed"; tail -20 "$R/setup.log"; exit 1; }
+fi
+log "setup done"
+adapter=()
+[ -n "$ADAPTER" ] && adapter=(--adapter "$ADAPTER")
+for fuse in ${FUSES:-1 merge,inductor}; do
+  for draw in "" "--one-scan"; do
+    name=decode_${fuse/,/_}${draw:+_one_scan}
+    # shellcheck disable=SC2086
+    COURSE_ENGINE_FUSE=$fuse "$PY" benchmarks/bench_grpo_gpu.py decode --model "$MODEL" "${adapter[@]}" \
+      --batch-sizes "$BATCH" --repeats "${REPEATS:-3}" $draw --out "$R/$name.json" >"$R/$name.log" 2>&1
+    status=$?
+    log "$name exited $status: $(grep -h "steps/s" "$R/$name.log" | tr -s ' ' | tr '\n' ';') tokens $("$PY" -c \
+      "import json; print(json.load(open('$R/$name.json'))['rows'][0]['tokens_sha'])" 2>/dev/null)"
+  done
+done
+log "all done"
