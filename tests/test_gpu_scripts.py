@@ -688,3 +688,18 @@ def test_trim_variants_answers_is_exact_match_on_trims_mix_and_takes_passages_an
     assert any(s.startswith("trim.question_filter=") for s in filtered)
     [judged] = [sets(c) for c in lines if "-m helpers.question_filter " in c]
     assert "trim.reward=exact_match" in judged and "trim.search_topk=2" in judged
+
+
+def test_draw_window_decodes_each_layer_with_both_draws_and_ends(tmp_path):
+    python, calls = _recording_python(tmp_path)
+    done = subprocess.run(["bash", str(GPU / "draw_window.sh")], capture_output=True, text=True, timeout=60,
+                          cwd=GPU.parents[1], env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "ADAPTER": "a/adapter",
+                                                  "RESULTS": str(tmp_path / "results"), "BUNDLE": str(tmp_path / "none")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    decodes = [c for c in calls.read_text().splitlines() if c.startswith("benchmarks/bench_grpo_gpu.py decode")]
+    assert [("--one-scan" in c) for c in decodes] == [False, True, False, True]
+    assert all("--adapter a/adapter" in c and "--batch-sizes 64" in c for c in decodes)
+    log = (tmp_path / "results" / "window.log").read_text()
+    for name in ("decode_1", "decode_1_one_scan", "decode_merge_inductor", "decode_merge_inductor_one_scan"):
+        assert f"{name} exited 0" in log
+    assert log.rstrip().endswith("all done")
