@@ -31,7 +31,7 @@ check_pieces() {  # every GGUF piece bundle.sh listed is in $B, whole; else the 
   return 1
 }
 
-setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, data, index, synthetic split
+setup_model() {  # wheels the image lacks, the GGUF joined and provisioned (all a decode benchmark needs)
   if [ -d "$B/whl" ]; then
     # once a machine: a second script (after.sh) must not reinstall under the first one's running processes
     if [ ! -f /tmp/site/.installed ]; then
@@ -43,8 +43,13 @@ setup_window() {  # wheels the image lacks, the GGUF joined and provisioned, dat
   check_pieces || { log "setup failed"; exit 1; }
   if ls "$B"/q.* >/dev/null 2>&1 && [ ! -f "$B/q.gguf" ]; then
     cat $(ls "$B"/q.[0-9]* | sort) > "$B/q.gguf"
-    "$PY" -c "from helpers import models; models.provision('$MODEL', gguf_path='$B/q.gguf')" >>"$R/setup.log" 2>&1
+    "$PY" -c "from helpers import models; models.provision('$MODEL', gguf_path='$B/q.gguf')" >>"$R/setup.log" 2>&1 \
+      || { log "setup failed"; tail -20 "$R/setup.log"; exit 1; }
   fi
+}
+
+setup_window() {  # the model (setup_model), then data, index, synthetic split
+  setup_model
   # the synthetic multi-hop split built on the CPU (bundle.sh), with the candidate caches it was built
   # from: rebuilding it here reads every passage six times over (about 4 minutes); set-up keeps it only
   # while its fingerprint matches the rules and verdicts of this checkout (each cache only while its

@@ -10,17 +10,7 @@ source "$(dirname "$0")/common.sh"
 ADAPTER=${ADAPTER-results/h200_agent/adapter}
 BATCH=${BATCH:-64}
 log "start draw_window model=$MODEL batch=$BATCH adapter=${ADAPTER:-none}"
-if [ -d "$B/whl" ] && [ ! -f /tmp/site/.installed ]; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$B"/whl/*.whl >>"$R/setup.log" 2>&1 \
-    && touch /tmp/site/.installed
-fi
-export PYTHONPATH=/tmp/site:$PWD
-check_pieces || { log "setup failed"; exit 1; }
-if ls "$B"/q.* >/dev/null 2>&1 && [ ! -f "$B/q.gguf" ]; then
-  cat $(ls "$B"/q.[0-9]* | sort) > "$B/q.gguf"
-  "$PY" -c "from helpers import models; models.provision('$MODEL', gguf_path='$B/q.gguf')" >>"$R/setup.log" 2>&1 \
-    || { log "setup failed"; tail -20 "$R/setup.log"; exit 1; }
-fi
+setup_model
 log "setup done"
 adapter=()
 [ -n "$ADAPTER" ] && adapter=(--adapter "$ADAPTER")
