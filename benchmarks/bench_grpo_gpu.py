@@ -169,7 +169,8 @@ def bench_decode(args) -> dict:
         rows_out.append(row)
         share = "" if roof is None else f"  roofline {roof:,.0f} steps/s -> {steps_s / roof:.1%}"
         print(f"[{row['decode_path']} {layer}] batch {batch:>3}: {steps_s:8.1f} steps/s  {tokens / seconds:9.1f} tok/s  "
-              f"first call {first:6.1f} s{share}  sampler-vs-forward KL(k3) {row['kl_k3']:.2e}", flush=True)
+              f"first call {first:6.1f} s{share}  sampler-vs-forward KL(k3) {row['kl_k3']:.2e}  tokens {row['tokens_sha']}",
+              flush=True)
     return {"model": args.model, "device": host.device, "dtype": str(host.dtype), "torch": torch.__version__,
             "gpu": torch.cuda.get_device_name() if host.device == "cuda" else None,
             "bandwidth_bytes_s": bandwidth, "compile": os.environ.get("COURSE_ENGINE_COMPILE"),

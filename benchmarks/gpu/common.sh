@@ -62,6 +62,15 @@ setup_window() {  # the model (setup_model), then data, index, synthetic split
   log "setup done"
 }
 
+decode_bench() {  # decode_bench NAME FUSE [ARGS...]: bench_grpo_gpu.py decode with COURSE_ENGINE_FUSE=FUSE into
+  # $R/NAME.json and .log; its exit status and each batch size's figures (steps/s, KL, tokens) in the log
+  local name=$1 fuse=$2 status; shift 2
+  COURSE_ENGINE_FUSE=$fuse "$PY" benchmarks/bench_grpo_gpu.py decode --model "$MODEL" "$@" --out "$R/$name.json" \
+    >"$R/$name.log" 2>&1
+  status=$?
+  log "$name exited $status: $(grep -h "steps/s" "$R/$name.log" | tr -s ' ' | tr '\n' ';')"
+}
+
 MEMORY_EVERY=${MEMORY_EVERY:-5}
 watch_memory() {  # every MEMORY_EVERY s until the script ends: each process's GPU memory into
   # $R/gpu_memory.csv, and the host's memory into $R/host_memory.csv (a machine that stops answering

@@ -16,13 +16,9 @@ adapter=()
 [ -n "$ADAPTER" ] && adapter=(--adapter "$ADAPTER")
 for fuse in ${FUSES:-1 merge,inductor}; do
   for draw in "" "--one-scan"; do
-    name=decode_${fuse/,/_}${draw:+_one_scan}
     # shellcheck disable=SC2086
-    COURSE_ENGINE_FUSE=$fuse "$PY" benchmarks/bench_grpo_gpu.py decode --model "$MODEL" "${adapter[@]}" \
-      --batch-sizes "$BATCH" --repeats "${REPEATS:-3}" $draw --out "$R/$name.json" >"$R/$name.log" 2>&1
-    status=$?
-    log "$name exited $status: $(grep -h "steps/s" "$R/$name.log" | tr -s ' ' | tr '\n' ';') tokens $("$PY" -c \
-      "import json; print(json.load(open('$R/$name.json'))['rows'][0]['tokens_sha'])" 2>/dev/null)"
+    decode_bench "decode_${fuse/,/_}${draw:+_one_scan}" "$fuse" "${adapter[@]}" --batch-sizes "$BATCH" \
+      --repeats "${REPEATS:-3}" $draw
   done
 done
 log "all done"

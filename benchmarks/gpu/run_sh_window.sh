@@ -37,12 +37,8 @@ if [ "${DECODE_TRACE:-1}" = 1 ]; then
   for variant in "1" "merge,inductor" "merge,inductor --eager"; do
     fuse=${variant%% *}
     extra=${variant#"$fuse"}
-    name=decode_trace_${fuse/,/_}${extra:+_uncaptured}
     # shellcheck disable=SC2086
-    COURSE_ENGINE_FUSE=$fuse "$PY" benchmarks/bench_grpo_gpu.py decode --model "$MODEL" "${adapter[@]}" \
-      --batch-sizes 1,64 --trace 30 $extra --out "$R/$name.json" >"$R/$name.log" 2>&1
-    status=$?
-    log "$name exited $status: $(grep -h "steps/s" "$R/$name.log" | tr -s ' ' | tr '\n' ';')"
+    decode_bench "decode_trace_${fuse/,/_}${extra:+_uncaptured}" "$fuse" "${adapter[@]}" --batch-sizes 1,64 --trace 30 $extra
   done
 fi
 log "all done"
